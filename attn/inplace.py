@@ -25,6 +25,7 @@ class InPlaceAttention(NaiveAttention):
             scores.masked_fill_(mask, float("-inf"))
         weights = scores.softmax(dim=-1)  # 4. normalise each row
         return weights @ v  # 5. reweight the values
+
     # --8<-- [end:forward]
 
 

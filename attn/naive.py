@@ -35,6 +35,7 @@ class NaiveAttention(nn.Module):
             scores = scores.masked_fill(mask, float("-inf"))
         weights = scores.softmax(dim=-1)  # 4. normalise each row
         return weights @ v  # 5. reweight the values
+
     # --8<-- [end:forward]
 
 

@@ -22,6 +22,7 @@ class SdpaVariant(Variant):
     def _attention(self, q, k, v, *, is_causal):
         with sdpa_kernel(self.backend):  # only this backend may run; no silent fallback
             return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
     # --8<-- [end:forward]
 
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
@@ -50,7 +51,12 @@ def _probe(backend: SDPBackend, short: str, device: str, dtype: torch.dtype) -> 
 def sdpa_variants() -> list[Variant]:
     return [
         SdpaVariant("sdpa_math", "SDPA: math backend", SDPBackend.MATH, "math"),
-        SdpaVariant("sdpa_efficient", "SDPA: memory-efficient backend", SDPBackend.EFFICIENT_ATTENTION, "efficient"),
+        SdpaVariant(
+            "sdpa_efficient",
+            "SDPA: memory-efficient backend",
+            SDPBackend.EFFICIENT_ATTENTION,
+            "efficient",
+        ),
         SdpaVariant("sdpa_flash", "SDPA: flash backend", SDPBackend.FLASH_ATTENTION, "flash"),
         SdpaVariant("sdpa_cudnn", "SDPA: cuDNN backend", SDPBackend.CUDNN_ATTENTION, "cudnn"),
     ]

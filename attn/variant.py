@@ -46,7 +46,9 @@ class Variant(ABC):
     ) -> str | None:
         """None when this variant can run on the device (and dtype), else a sentence saying why."""
         device = torch.device(device)
-        return device_problem(device) or self._why_unavailable(device, dtype or default_dtype(device))
+        return device_problem(device) or self._why_unavailable(
+            device, dtype or default_dtype(device)
+        )
 
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
         return None

@@ -1,0 +1,5 @@
+import sys
+
+from attn.profiling.cli import main
+
+sys.exit(main())

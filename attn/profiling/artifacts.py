@@ -1,0 +1,111 @@
+"""Write one variant's artifact folder atomically: all files appear together, or none change."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from attn.profiling.capture import capture
+from attn.profiling.config import ProfileConfig
+from attn.profiling.environment import device_name, environment, hardware_slug
+from attn.profiling.scrub import scrub_trace
+from attn.profiling.table import markdown_table, profiler_table
+from attn.profiling.timeline import draw_timeline
+from attn.profiling.trace import per_forward
+from attn.variant import Variant
+
+
+class ProfilingError(RuntimeError):
+    """Profiling one variant failed; its previous artifacts are left as they were."""
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_folder(dest: Path) -> Iterator[Path]:
+    """Yield a scratch folder beside `dest`; on success it replaces `dest`, on failure it vanishes."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        yield scratch
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    old = dest.with_name(f".{dest.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        dest.rename(old)
+    scratch.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_environment(out_root: Path, device: str) -> Path:
+    """Write `<out>/<hardware>/environment.json` (atomically) and return its path."""
+    folder = out_root / hardware_slug(device)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "environment.json"
+    tmp = folder / ".environment.json.tmp"
+    write_json(tmp, environment(device))
+    os.replace(tmp, path)
+    return path
+
+
+def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> Path:
+    """Profile `variant` under `config` and write `<out>/<hardware>/<variant>/`; returns that folder.
+
+    A variant unavailable here gets a summary.json with its reason, which is not an error.
+    """
+    hardware = hardware_slug(config.device)
+    dest = Path(out_root) / hardware / variant.name
+    base = {
+        "variant": variant.name,
+        "title": variant.title,
+        "hardware": hardware,
+        "device_name": device_name(config.device),
+        "device_type": torch.device(config.device).type,
+        "torch_version": torch.__version__,
+    }
+    try:
+        with atomic_folder(dest) as folder:
+            reason = variant.why_unavailable(config.device, config.torch_dtype)
+            if reason is not None:
+                write_json(folder / "summary.json", {**base, "available": False, "reason": reason})
+            else:
+                _write_profile(variant, config, folder, base)
+    except Exception as exc:
+        raise ProfilingError(
+            f"profiling {variant.name} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return dest
+
+
+def _write_profile(variant: Variant, config: ProfileConfig, folder: Path, base: dict) -> None:
+    on_gpu = base["device_type"] == "cuda"
+    prof, raw_trace = capture(variant, config)
+    trace = scrub_trace(raw_trace)
+    measured = per_forward(trace)
+    summary = {
+        **base,
+        "available": True,
+        "dtype": config.dtype,
+        "shape": config.shape(),
+        "is_causal": config.is_causal,
+        **measured,
+    }
+    (folder / "table.txt").write_text(profiler_table(prof, on_gpu) + "\n")
+    (folder / "table.md").write_text(markdown_table(prof, on_gpu))
+    with gzip.open(folder / "trace.json.gz", "wt", compresslevel=9) as f:
+        json.dump(trace, f)
+    title = f"{variant.name} on {base['device_name']}: one attn_fwd"
+    draw_timeline(trace, title, folder / "timeline.svg")
+    write_json(folder / "summary.json", summary)

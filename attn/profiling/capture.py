@@ -1,0 +1,48 @@
+"""Run a variant under torch.profiler the way the article does and hand back what it recorded."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from attn.profiling.config import ProfileConfig
+from attn.variant import Variant
+
+WARMUP_CALLS = 3
+# wait 1, warm up 1, record 3: five steps, three recorded forwards.
+SCHEDULE = dict(wait=1, warmup=1, active=3, repeat=1)
+STEPS = 5
+
+
+def capture(variant: Variant, config: ProfileConfig) -> tuple[torch.profiler.profile, dict]:
+    """Profile five steps of `variant.forward`; returns the profiler and its Chrome trace (a dict)."""
+    q, k, v = config.make_inputs()
+    on_gpu = torch.device(config.device).type == "cuda"
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+
+    with torch.no_grad():
+        # First calls build masks, compile kernels and warm caches; keep them out of the trace.
+        for _ in range(WARMUP_CALLS):
+            variant.forward(q, k, v, is_causal=config.is_causal)
+        sync()
+        # --8<-- [start:profile]
+        with profile(
+            activities=activities, schedule=schedule(**SCHEDULE), record_shapes=True
+        ) as prof:
+            for _ in range(STEPS):
+                with record_function("attn_fwd"):
+                    variant.forward(q, k, v, is_causal=config.is_causal)
+                sync()  # the GPU work of this step ends inside this step
+                prof.step()
+        # --8<-- [end:profile]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        trace = json.loads(path.read_text())
+    return prof, trace

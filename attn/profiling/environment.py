@@ -1,0 +1,71 @@
+"""Where numbers came from: the hardware slug and environment.json."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def device_name(device: str) -> str:
+    """A human name for the device: the GPU's name, or the CPU model."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    return cpu_model()
+
+
+def hardware_slug(device: str) -> str:
+    """`cpu`, or the GPU's name as a lowercase slug (`nvidia-h200`)."""
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", device_name(device).lower()).strip("-")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str | None:
+    """The checkout's short commit, marked `-dirty` when tracked files differ from it."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        run = lambda *args: subprocess.run(  # noqa: E731
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        commit = run("rev-parse", "--short=12", "HEAD")
+        dirty = run("status", "--porcelain", "--untracked-files=no", "--", "attn", "csrc")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("-dirty" if dirty else "")
+
+
+def environment(device: str) -> dict:
+    """The facts a reader needs to trust (or distrust) a profile set."""
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    return {
+        "hardware": hardware_slug(device),
+        "device_name": device_name(device),
+        "device_type": dev.type,
+        "cpu_model": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda if cuda else None,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        "git_commit": git_commit(),
+    }

@@ -1,0 +1,84 @@
+"""Sessions: tests, docs, profile_examples, benchmark, serve.
+
+nox -s tests                    # the test suite, docs code blocks included
+nox -s profile_examples         # profile every example on this machine, then build site/
+nox -s docs                     # build site/ from the committed profiles/
+nox --no-venv -s profile_examples -- --device cuda   # a GPU box with torch already installed
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+# Pinned for a quick CPU install where a local wheel exists; GPU users get that release's CUDA build.
+# Override with e.g. ATTN_TORCH="torch==2.11.0" (or use --no-venv with a preinstalled torch).
+TORCH = os.environ.get("ATTN_TORCH", "torch==2.13.0")
+
+EXAMPLES = [
+    ["examples/naive_attention.py"],
+    ["examples/inplace_attention.py"],
+    *(
+        ["examples/sdpa_attention.py", "--backend", b]
+        for b in ("math", "efficient", "flash", "cudnn")
+    ),
+]
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_venv = "yes"
+
+
+def install(session: nox.Session, *extras: str) -> None:
+    """Install the project (and torch) unless the session runs in an existing environment."""
+    if session.venv_backend == "none":
+        # --no-venv: use the interpreter's own torch; make `attn` importable from this checkout.
+        session.env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+        )
+        return
+    session.install(TORCH)
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+def build_site(session: nox.Session) -> None:
+    if session.venv_backend == "none" and shutil.which("mkdocs") is None:
+        session.warn("mkdocs is not installed here: profiles written, site not built")
+        return
+    session.run("python", "-m", "mkdocs", "build", "--strict", "--site-dir", "site")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite, including every runnable code block in README.md and docs/."""
+    install(session, "test", "docs")
+    session.run(
+        "python", "-m", "pytest", "--codeblocks", "tests", "README.md", "docs", *session.posargs
+    )
+
+
+@nox.session
+def profile_examples(session: nox.Session) -> None:
+    """Run every example under the profiler into profiles/<hardware>/, then build the site."""
+    install(session, "docs")
+    for example in EXAMPLES:
+        session.run("python", *example, "--out", "profiles", *session.posargs)
+    build_site(session)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build site/ from the committed profiles."""
+    install(session, "docs")
+    build_site(session)
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Serve the site with live reload on http://127.0.0.1:8000."""
+    install(session, "docs")
+    session.run("python", "-m", "mkdocs", "serve", *session.posargs)

@@ -1,0 +1,130 @@
+"""Trace parsing: on a real CPU trace, and on a fixture shaped like a CUDA trace of torch.profiler."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import attn
+from attn.profiling import ProfileConfig
+from attn.profiling.capture import capture
+from attn.profiling.trace import depths, events, forwards, per_forward, top_level
+
+FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
+TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
+
+
+@pytest.fixture(scope="module")
+def cuda_trace():
+    return json.loads(FIXTURE.read_text())
+
+
+@pytest.fixture(scope="module")
+def cpu_traces():
+    return {name: capture(attn.get_variant(name), TINY)[1] for name in ("naive", "inplace")}
+
+
+def names_under(trace, name):
+    """Names of the ops nested (at any depth) under ops called `name` inside attn_fwd."""
+    found = set()
+    for fwd in forwards(trace):
+        for parent in (e for e in fwd.cpu_events if e.name == name):
+            found |= {e.name for e in fwd.cpu_events if e is not parent and parent.contains(e)}
+    return found
+
+
+def test_cpu_trace_has_three_recorded_forwards(cpu_traces):
+    for trace in cpu_traces.values():
+        assert len(forwards(trace)) == 3
+
+
+def test_naive_masking_clones_the_scores(cpu_traces):
+    assert {"aten::clone", "aten::copy_"} <= names_under(cpu_traces["naive"], "aten::masked_fill")
+
+
+def test_inplace_has_no_clone_and_copies_no_scores(cpu_traces):
+    fwd = forwards(cpu_traces["inplace"])[0]
+    names = [e.name for e in fwd.cpu_events]
+    assert "aten::clone" not in names and "aten::masked_fill" not in names
+    # The only copy left is the Python scale factor turned into a 0-dim tensor inside mul_.
+    copies = [e for e in fwd.cpu_events if e.name == "aten::copy_"]
+    assert all(e.args["Input Dims"][0] == [] for e in copies)
+    assert "aten::copy_" in names_under(cpu_traces["inplace"], "aten::mul_")
+
+
+def test_cpu_summary_has_no_device_numbers(cpu_traces):
+    s = per_forward(cpu_traces["naive"])
+    assert s["device_time_us"] is None and s["kernels_per_forward"] is None
+    assert s["cpu_time_us"] > 0
+    assert s["ops"] == [
+        "aten::transpose",
+        "aten::matmul",
+        "aten::mul",
+        "aten::masked_fill",
+        "aten::softmax",
+        "aten::matmul",
+    ]
+    assert per_forward(cpu_traces["inplace"])["ops_per_forward"] < s["ops_per_forward"]
+
+
+def test_fixture_counts_device_work_per_forward(cuda_trace):
+    s = per_forward(cuda_trace)
+    assert s["forwards"] == 2
+    assert s["kernels_per_forward"] == 6
+    assert s["kernels"][2] == "Memcpy DtoD (Device -> Device)"
+    assert s["kernels"][0].startswith("ampere_bf16_s16816gemm")
+    # Device time is the sum of the six durations of one forward (60+30+25+28+45+55).
+    assert s["device_time_us"] == pytest.approx(243.0)
+    assert s["ops"] == [
+        "aten::matmul",
+        "aten::mul",
+        "aten::masked_fill",
+        "aten::softmax",
+        "aten::matmul",
+    ]
+
+
+def test_fixture_ignores_work_outside_the_forward(cuda_trace):
+    # cudaDeviceSynchronize sits after attn_fwd; the GPU-side attn_fwd annotation is not a CPU range.
+    fwd = forwards(cuda_trace)[0]
+    assert all(e.name != "cudaDeviceSynchronize" for e in fwd.cpu_events)
+    assert all(e.cat != "gpu_user_annotation" for e in fwd.device_events)
+
+
+def test_driver_api_launches_count_too(cuda_trace):
+    # cuDNN launches through cuLaunchKernelEx (category cuda_driver), not cudaLaunchKernel.
+    trace = json.loads(json.dumps(cuda_trace))
+    for e in trace["traceEvents"]:
+        if e.get("name") == "cudaLaunchKernel":
+            e["name"], e["cat"] = "cuLaunchKernelEx", "cuda_driver"
+    assert per_forward(trace)["kernels_per_forward"] == 6
+
+
+def test_a_launch_without_its_kernel_is_not_counted(cuda_trace):
+    trace = json.loads(json.dumps(cuda_trace))
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") != "gpu_memcpy"]
+    assert per_forward(trace)["kernels_per_forward"] == 5
+
+
+def test_depths_follow_nesting(cuda_trace):
+    fwd = forwards(cuda_trace)[0]
+    evts = [fwd.range, *fwd.cpu_events]
+    by_name = {}
+    for e, d in zip(evts, depths(evts), strict=True):
+        by_name.setdefault(e.name, d)
+    assert by_name["attn_fwd"] == 0
+    assert by_name["aten::masked_fill"] == 1
+    assert by_name["aten::clone"] == 2
+    assert by_name["aten::copy_"] == 3
+    assert by_name["cudaMemcpyAsync"] == 4
+    assert [e.name for e in top_level(fwd)][:2] == ["aten::matmul", "aten::mul"]
+
+
+def test_trace_without_forward_is_an_error():
+    with pytest.raises(ValueError, match="attn_fwd"):
+        per_forward({"traceEvents": []})
+
+
+def test_events_skip_metadata(cuda_trace):
+    assert all(e.cat != "" or e.name for e in events(cuda_trace))
+    assert not any(e.name == "process_name" for e in events(cuda_trace))

@@ -1,0 +1,66 @@
+"""Every variant that runs on CPU against the float64 reference, over a grid of shapes."""
+
+import pytest
+import torch
+
+import attn
+
+# (seq_q, seq_k, head_dim): lengths 1, odd, unequal; head dims 32/64/128.
+SHAPES = [(1, 1, 32), (7, 7, 64), (33, 33, 128), (17, 40, 64), (40, 17, 32), (128, 96, 64)]
+TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 3e-2}
+
+
+def cpu_variants():
+    return [v.name for v in attn.variants()]
+
+
+@pytest.mark.parametrize("name", cpu_variants())
+@pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("seq_q,seq_k,head_dim", SHAPES)
+def test_matches_float64_reference(name, dtype, is_causal, seq_q, seq_k, head_dim):
+    variant = attn.get_variant(name)
+    reason = variant.why_unavailable("cpu", dtype)
+    if reason:
+        pytest.skip(reason)
+    if variant.head_dims and head_dim not in variant.head_dims:
+        pytest.skip(f"{name} supports head_dim {variant.head_dims}")
+    q = torch.randn(2, 3, seq_q, head_dim).to(dtype)
+    k = torch.randn(2, 3, seq_k, head_dim).to(dtype)
+    v = torch.randn(2, 3, seq_k, head_dim).to(dtype)
+    out = variant.forward(q, k, v, is_causal=is_causal)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    expected = attn.reference_attention(q, k, v, is_causal=is_causal)
+    torch.testing.assert_close(out.double(), expected, atol=TOLERANCE[dtype], rtol=TOLERANCE[dtype])
+
+
+def test_causal_row_sees_only_earlier_keys():
+    # Changing a key after position 3 must not change output row 3.
+    q, k, v = (torch.randn(1, 1, 8, 32) for _ in range(3))
+    for name in ("naive", "inplace", "sdpa_math", "sdpa_flash"):
+        variant = attn.get_variant(name)
+        before = variant.forward(q, k, v)[..., 3, :]
+        k2, v2 = k.clone(), v.clone()
+        k2[..., 4:, :] += 5
+        v2[..., 4:, :] -= 5
+        after = variant.forward(q, k2, v2)[..., 3, :]
+        torch.testing.assert_close(before, after)
+
+
+def test_naive_mask_is_built_once_and_reused():
+    module = attn.NaiveAttention()
+    q = torch.randn(1, 2, 9, 16)
+    module(q, q, q)
+    first = module._mask
+    module(q, q, q)
+    assert module._mask is first
+    module(torch.randn(1, 2, 5, 16), q, q)
+    assert module._mask.shape == (5, 9)
+
+
+def test_inplace_does_not_modify_its_inputs():
+    q, k, v = (torch.randn(1, 2, 9, 16) for _ in range(3))
+    copies = [t.clone() for t in (q, k, v)]
+    attn.get_variant("inplace").forward(q, k, v)
+    for t, c in zip((q, k, v), copies, strict=True):
+        assert torch.equal(t, c)
