@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 
+from attn.custom_cpu import custom_cpu_variant
+from attn.custom_cuda import custom_cuda_variant
+from attn.custom_triton import custom_triton_variant
 from attn.inplace import InPlaceAttention, inplace_variant
 from attn.naive import NaiveAttention, naive_variant
 from attn.reference import reference_attention
@@ -22,7 +25,14 @@ __all__ = [
 
 @functools.cache
 def _registry() -> dict[str, Variant]:
-    found = [naive_variant(), inplace_variant(), *sdpa_variants()]
+    found = [
+        naive_variant(),
+        inplace_variant(),
+        *sdpa_variants(),
+        custom_cpu_variant(),
+        custom_cuda_variant(),
+        custom_triton_variant(),
+    ]
     return {v.name: v for v in found}
 
 

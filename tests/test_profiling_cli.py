@@ -65,6 +65,7 @@ def test_module_cli_profiles_the_named_variants(tmp_path):
         ("naive_attention.py", [], "naive"),
         ("inplace_attention.py", [], "inplace"),
         ("sdpa_attention.py", ["--backend", "math"], "sdpa_math"),
+        ("custom_kernel_attention.py", ["--impl", "cpu"], "custom_cpu"),
     ],
 )
 def test_example_scripts_print_the_table_and_the_folder(tmp_path, script, extra, variant):

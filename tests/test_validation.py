@@ -66,6 +66,8 @@ def test_unavailable_variant_raises_runtime_error_with_its_reason(variant):
     reason = v.why_unavailable("cpu")
     if reason is None:
         pytest.skip(f"{variant} runs on CPU")
+    head_dim = v.head_dims[0] if v.head_dims else 16
+    shape = (2, 3, 5, head_dim)
     with pytest.raises(RuntimeError, match=variant) as err:
-        v.forward(*qkv())
+        v.forward(*qkv(shape, shape, shape, dtype=v.dtypes[0]))
     assert reason in str(err.value)

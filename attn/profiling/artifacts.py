@@ -14,12 +14,14 @@ from pathlib import Path
 import torch
 
 from attn.profiling.capture import capture
+from attn.profiling.claims import Evidence, evaluate
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import device_name, environment, hardware_slug
+from attn.profiling.memory import peak_forward_memory
 from attn.profiling.scrub import scrub_trace
 from attn.profiling.table import markdown_table, profiler_table
 from attn.profiling.timeline import draw_timeline
-from attn.profiling.trace import per_forward
+from attn.profiling.trace import forwards, per_forward
 from attn.variant import Variant
 
 
@@ -94,6 +96,7 @@ def _write_profile(variant: Variant, config: ProfileConfig, folder: Path, base: 
     prof, raw_trace = capture(variant, config)
     trace = scrub_trace(raw_trace)
     measured = per_forward(trace)
+    q, k, v = config.make_inputs()
     summary = {
         **base,
         "available": True,
@@ -101,7 +104,11 @@ def _write_profile(variant: Variant, config: ProfileConfig, folder: Path, base: 
         "shape": config.shape(),
         "is_causal": config.is_causal,
         **measured,
+        "peak_memory_bytes": peak_forward_memory(variant, q, k, v, is_causal=config.is_causal),
     }
+    summary["claims"] = evaluate(
+        variant.name, base["device_type"], Evidence(summary, forwards(trace))
+    )
     (folder / "table.txt").write_text(profiler_table(prof, on_gpu) + "\n")
     (folder / "table.md").write_text(markdown_table(prof, on_gpu))
     with gzip.open(folder / "trace.json.gz", "wt", compresslevel=9) as f:

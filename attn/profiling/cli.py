@@ -81,15 +81,15 @@ def run(names: Sequence[str], config: ProfileConfig, out: Path, console: Console
 
 
 def report(folders: Sequence[Path], console: Console) -> None:
-    """One row per variant: times and counts from its summary, and where its artifacts are."""
-    table = Table(
-        "variant", "CPU us/fwd", "device us/fwd", "ATen ops/fwd", "kernels/fwd", "artifacts"
-    )
+    """One row per variant: times and counts from its summary; then where the artifacts are."""
+    table = Table("variant", "CPU us/fwd", "device us/fwd", "ATen ops/fwd", "kernels/fwd")
     fmt = lambda x: "-" if x is None else f"{x:,.1f}"  # noqa: E731
+    unavailable = []
     for folder in folders:
         s = json.loads((folder / "summary.json").read_text())
         if not s["available"]:
-            table.add_row(s["variant"], f"[dim]not available: {s['reason']}[/dim]")
+            table.add_row(s["variant"], "[dim]not available[/dim]")
+            unavailable.append(f"{s['variant']}: {s['reason']}")
             continue
         table.add_row(
             s["variant"],
@@ -97,9 +97,12 @@ def report(folders: Sequence[Path], console: Console) -> None:
             fmt(s["device_time_us"]),
             fmt(s["ops_per_forward"]),
             fmt(s["kernels_per_forward"]),
-            str(folder),
         )
     console.print(table)
+    for line in unavailable:
+        console.print(f"[dim]{line}[/dim]")
+    if folders:
+        console.print(f"artifacts in {folders[0].parent}/")
 
 
 def example_main(

@@ -1,0 +1,54 @@
+"""Our own C++ FlashAttention kernel for the CPU, called as one op: attn::flash_attention_forward."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn.custom_ops import build_problem, load_ops
+from attn.validation import check_qkv
+from attn.variant import Variant
+
+MAX_HEAD_DIM = 256  # the largest head_dim the kernels accept (csrc/cpu/flash_attention_cpu.h)
+
+
+class CustomCpuVariant(Variant):
+    """csrc/cpu/flash_attention_cpu.cpp: Q and KV tiles, online softmax, BLAS for the tile products."""
+
+    name = "custom_cpu"
+    title = "Custom C++ kernel (CPU)"
+    dtypes = (torch.float32, torch.bfloat16)
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True
+    ) -> torch.Tensor:
+        """Attention of q over k, v ([batch, heads, seq, head_dim], head_dim <= 256)."""
+        check_qkv(q, k, v, dtypes=self.dtypes)
+        if q.shape[-1] > MAX_HEAD_DIM:
+            raise ValueError(
+                f"head_dim {q.shape[-1]} is not supported here; the kernel takes up to "
+                f"{MAX_HEAD_DIM}"
+            )
+        return super().forward(q, k, v, is_causal=is_causal)
+
+    # --8<-- [start:forward]
+    def _attention(self, q, k, v, *, is_causal):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        return load_ops().flash_attention_forward(q, k, v, is_causal, scale)
+
+    # --8<-- [end:forward]
+
+    def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
+        if device.type != "cpu":
+            return (
+                f"custom_cpu is a C++ op for CPU tensors, not {device.type}; "
+                "the CUDA kernel is custom_cuda"
+            )
+        if dtype not in self.dtypes:
+            return f"the kernel takes float32 and bfloat16, not {str(dtype).removeprefix('torch.')}"
+        return build_problem()
+
+
+def custom_cpu_variant() -> Variant:
+    return CustomCpuVariant()

@@ -1,0 +1,56 @@
+"""Peak memory allocated by one forward, measured, on CPU and GPU."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from attn.variant import Variant
+
+CPU_DEVICE_TYPE = 0  # "Device Type" of a memory event: 0 is CPU (c10::DeviceType)
+
+
+def peak_forward_memory(variant: Variant, q, k, v, *, is_causal: bool) -> int:
+    """Bytes allocated at the busiest moment of one forward, beyond what was allocated before it.
+
+    GPU: torch.cuda.max_memory_allocated after a reset. CPU: the profiler's memory events (every
+    allocation and free with its signed size) summed in time order; the highest running total wins.
+    """
+    with torch.no_grad():
+        if q.device.type == "cuda":
+            torch.cuda.synchronize(q.device)
+            torch.cuda.reset_peak_memory_stats(q.device)
+            before = torch.cuda.memory_allocated(q.device)
+            variant.forward(q, k, v, is_causal=is_causal)
+            torch.cuda.synchronize(q.device)
+            return torch.cuda.max_memory_allocated(q.device) - before
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            variant.forward(q, k, v, is_causal=is_causal)
+    return peak_of(cpu_allocations(prof))
+
+
+def cpu_allocations(prof: profile) -> list[int]:
+    """Signed sizes of the CPU allocations (+) and frees (-) the profiler saw, in time order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    memory = [
+        e
+        for e in events
+        if e.get("name") == "[memory]" and e["args"].get("Device Type") == CPU_DEVICE_TYPE
+    ]
+    return [int(e["args"]["Bytes"]) for e in sorted(memory, key=lambda e: float(e["ts"]))]
+
+
+def peak_of(sizes: list[int]) -> int:
+    """The highest running total of signed allocation sizes (0 if nothing stayed allocated)."""
+    live = peak = 0
+    for nbytes in sizes:
+        live += nbytes
+        peak = max(peak, live)
+    return peak

@@ -1,0 +1,15 @@
+// The one place the attn ops are declared to torch. Kernels register per device:
+// CPU here (csrc/cpu/), CUDA in csrc/cuda/binding.cu (built only where CUDA is available).
+
+#include <torch/library.h>
+
+#include "cpu/flash_attention_cpu.h"
+
+TORCH_LIBRARY(attn, m) {
+  m.def(
+      "flash_attention_forward(Tensor q, Tensor k, Tensor v, bool is_causal, float scale) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(attn, CPU, m) {
+  m.impl("flash_attention_forward", &attn::flash_attention_forward_cpu);
+}

@@ -1,0 +1,183 @@
+"""custom_cpu: our C++ FlashAttention kernel against the float64 reference."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from attn.custom_cpu import custom_cpu_variant
+from attn.custom_ops import build_problem
+from attn.reference import reference_attention
+
+pytestmark = pytest.mark.skipif(
+    build_problem() is not None, reason=f"custom ops cannot be built here: {build_problem()}"
+)
+
+# Errors measured against outputs of magnitude ~1; bf16 keeps 8 bits of mantissa.
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
+
+@pytest.fixture(scope="module")
+def variant():
+    return custom_cpu_variant()
+
+
+def qkv(batch, heads, seq_q, seq_k, head_dim, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, generator=gen)
+    k = torch.randn(batch, heads, seq_k, head_dim, generator=gen)
+    v = torch.randn(batch, heads, seq_k, head_dim, generator=gen)
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def assert_matches_reference(variant, q, k, v, is_causal):
+    out = variant.forward(q, k, v, is_causal=is_causal)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    expected = reference_attention(q, k, v, is_causal=is_causal)
+    error = (out.double() - expected).abs().max().item()
+    assert error <= TOLERANCE[q.dtype], f"max error {error:.2e} for shape {tuple(q.shape)}"
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+@pytest.mark.parametrize(
+    ("batch", "heads", "seq_q", "seq_k", "head_dim"),
+    [
+        (1, 1, 1, 1, 64),  # a single query and key
+        (1, 1, 1, 9, 32),  # one query, several keys
+        (2, 3, 37, 37, 32),  # odd lengths, below one tile
+        (1, 2, 129, 129, 64),  # one row past a Q tile
+        (2, 2, 300, 700, 64),  # seq_q < seq_k, KV tail
+        (1, 2, 700, 300, 128),  # seq_q > seq_k: late queries see every key
+        (1, 1, 517, 1030, 128),  # several KV tiles with a tail
+        (1, 1, 70, 90, 256),  # the largest head_dim
+        (1, 2, 33, 45, 5),  # head_dim below one vector
+    ],
+)
+def test_float32_matches_reference(variant, batch, heads, seq_q, seq_k, head_dim, is_causal):
+    q, k, v = qkv(batch, heads, seq_q, seq_k, head_dim)
+    assert_matches_reference(variant, q, k, v, is_causal)
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+@pytest.mark.parametrize(
+    ("seq_q", "seq_k", "head_dim"), [(1, 1, 64), (200, 150, 64), (77, 600, 32)]
+)
+def test_bfloat16_matches_reference(variant, seq_q, seq_k, head_dim, is_causal):
+    q, k, v = qkv(2, 2, seq_q, seq_k, head_dim, dtype=torch.bfloat16)
+    assert_matches_reference(variant, q, k, v, is_causal)
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_non_contiguous_inputs(variant, is_causal):
+    """[batch, seq, heads, head_dim] storage seen through transpose(1, 2), and a strided head_dim."""
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, n, 3, 64, generator=gen).transpose(1, 2) for n in (90, 140, 140))
+    assert not q.is_contiguous()
+    assert_matches_reference(variant, q, k, v, is_causal)
+    wide = torch.randn(2, 3, 90, 128, generator=gen)
+    q_strided = wide[..., ::2]  # last-dim stride 2: the kernel must copy it
+    assert q_strided.stride(-1) == 2
+    assert_matches_reference(variant, q_strided, k, v, is_causal)
+
+
+def test_causal_matches_scaled_dot_product_attention(variant):
+    """Same masking convention as SDPA, also when seq_q != seq_k."""
+    q, k, v = qkv(1, 2, 150, 260, 64, seed=2)
+    ours = variant.forward(q, k, v, is_causal=True)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_calls_the_op_with_the_head_dim_scale():
+    """The op itself takes the scale; the variant passes 1/sqrt(head_dim)."""
+    from attn.custom_ops import load_ops
+
+    q, k, v = qkv(1, 1, 20, 20, 16, seed=3)
+    scaled = load_ops().flash_attention_forward(q, k, v, False, 0.5)
+    expected = reference_attention(q * (0.5 * math.sqrt(16)), k, v, is_causal=False)
+    assert (scaled.double() - expected).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("shapes", "dtype", "match"),
+    [
+        (((1, 1, 8, 300),) * 3, torch.float32, "head_dim 300"),
+        (((1, 1, 8, 64),) * 3, torch.float16, "float16"),
+        (((1, 1, 8, 64), (1, 1, 8, 32), (1, 1, 8, 32)), torch.float32, "head_dim differs"),
+        (((1, 1, 8, 64), (1, 1, 8, 64), (1, 1, 9, 64)), torch.float32, "sequence lengths"),
+        (((1, 2, 8, 64), (1, 1, 8, 64), (1, 1, 8, 64)), torch.float32, "head counts"),
+        (((8, 64),) * 3, torch.float32, "4 dims"),
+    ],
+)
+def test_bad_input_raises_value_error(variant, shapes, dtype, match):
+    q, k, v = (torch.zeros(shape, dtype=dtype) for shape in shapes)
+    with pytest.raises(ValueError, match=match):
+        variant.forward(q, k, v)
+
+
+def test_op_checks_its_inputs_too():
+    """Called directly, the C++ op raises ValueError itself (TORCH_CHECK_VALUE)."""
+    from attn.custom_ops import load_ops
+
+    q = torch.zeros(1, 1, 4, 300)
+    with pytest.raises(ValueError, match="head_dim 300"):
+        load_ops().flash_attention_forward(q, q, q, True, 1.0)
+
+
+def test_why_unavailable(variant):
+    assert variant.why_unavailable("cpu") is None
+    assert variant.why_unavailable("cpu", torch.bfloat16) is None
+    reason = variant.why_unavailable(
+        "cuda"
+    )  # on a CPU-only torch: "this torch build has no CUDA..."
+    assert isinstance(reason, str) and len(reason.split()) >= 5
+    # With a usable GPU, the reason is ours: it points to the CUDA variant.
+    ours = variant._why_unavailable(torch.device("cuda"), torch.bfloat16)
+    assert "CPU" in ours and "custom_cuda" in ours
+    assert "float16" in variant.why_unavailable("cpu", torch.float16)
+
+
+def test_forward_off_the_cpu_raises_runtime_error(variant):
+    q = torch.zeros(1, 1, 4, 64, device="meta")  # any non-CPU device; meta needs no GPU
+    with pytest.raises(RuntimeError, match="custom_cpu: .*CPU"):
+        variant.forward(q, q, q)
+
+
+def test_missing_compiler_or_ninja_is_named(monkeypatch):
+    from attn import custom_ops
+
+    monkeypatch.setattr(custom_ops, "_loaded", False)  # as before the first build
+    monkeypatch.setenv("CXX", "no-such-compiler-x")
+    assert "no-such-compiler-x" in custom_ops.build_problem()
+    with pytest.raises(RuntimeError, match="no-such-compiler-x"):
+        custom_ops.load_ops()
+    monkeypatch.delenv("CXX")
+    monkeypatch.setattr(custom_ops, "_find_ninja", lambda: False)
+    assert "ninja" in custom_ops.build_problem()
+
+
+def test_build_directory_is_a_user_cache(monkeypatch, tmp_path):
+    from attn import custom_ops
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = custom_ops.build_directory()
+    assert directory.parent == tmp_path / "attention-profiled"
+    assert torch.__version__ in directory.name
+    assert not directory.is_relative_to(custom_ops.CSRC.parent)
+
+
+def test_profiler_shows_one_op_under_attn_fwd(variant):
+    q, k, v = qkv(1, 2, 64, 64, 32, seed=4)
+    variant.forward(q, k, v)  # build and load outside the profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function("attn_fwd"):
+            variant.forward(q, k, v)
+    ours = [e for e in prof.events() if e.name == "attn::flash_attention_forward"]
+    assert len(ours) == 1
+    parent = ours[0].cpu_parent
+    while parent is not None and parent.name != "attn_fwd":
+        parent = parent.cpu_parent
+    assert parent is not None, "attn::flash_attention_forward is not under attn_fwd"

@@ -1,0 +1,43 @@
+import json
+
+import pytest
+
+from attn.profiling import scaling
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return scaling.sweep("cpu", (128, 256, 512))
+
+
+def by(rows, variant):
+    return {r["seq"]: r for r in rows if r["variant"] == variant}
+
+
+def test_rows_cover_every_available_variant(rows):
+    names = {r["variant"] for r in rows}
+    assert {"naive", "inplace", "sdpa_math", "sdpa_flash"} <= names
+    assert "sdpa_cudnn" not in names
+    assert all(set(r) == {"variant", "seq", "time_us", "peak_memory_bytes"} for r in rows)
+
+
+def test_materialised_scores_grow_quadratically(rows):
+    for name in ("naive", "sdpa_math"):
+        mem = by(rows, name)
+        assert mem[512]["peak_memory_bytes"] / mem[128]["peak_memory_bytes"] > 10  # 16x ideal
+
+
+def test_fused_kernels_grow_near_linearly(rows):
+    for name in ("sdpa_flash", "custom_cpu"):
+        mem = by(rows, name)
+        if not mem:
+            continue
+        assert mem[512]["peak_memory_bytes"] / mem[128]["peak_memory_bytes"] < 6  # 4x ideal
+
+
+def test_write_makes_json_and_picture(rows, tmp_path):
+    folder = scaling.write(tmp_path, "cpu", rows)
+    assert json.loads((folder / "scaling.json").read_text()) == rows
+    svg = (folder / "scaling.svg").read_text()
+    assert "sequence length" in svg and "naive" in svg
+    assert sorted(p.name for p in folder.iterdir()) == ["scaling.json", "scaling.svg"]
