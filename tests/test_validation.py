@@ -63,11 +63,12 @@ def test_non_tensor_is_named():
 @pytest.mark.parametrize("variant", [v.name for v in attn.variants()])
 def test_unavailable_variant_raises_runtime_error_with_its_reason(variant):
     v = attn.get_variant(variant)
-    reason = v.why_unavailable("cpu")
+    dtype = v.dtypes[0]
+    reason = v.why_unavailable("cpu", dtype)
     if reason is None:
         pytest.skip(f"{variant} runs on CPU")
     head_dim = v.head_dims[0] if v.head_dims else 16
     shape = (2, 3, 5, head_dim)
     with pytest.raises(RuntimeError, match=variant) as err:
-        v.forward(*qkv(shape, shape, shape, dtype=v.dtypes[0]))
+        v.forward(*qkv(shape, shape, shape, dtype=dtype))
     assert reason in str(err.value)
