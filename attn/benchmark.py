@@ -1,0 +1,210 @@
+"""Time our custom kernels against SDPA and the in-place baseline, side by side in one run.
+
+    python -m attn.benchmark --out profiles            # this machine's device, default grid
+    python -m attn.benchmark --device cpu --seqs 2048 4096 --head-dims 64 --causal-only
+
+Writes `<out>/<hardware>/benchmark.json` (rows {variant, seq, head_dim, is_causal, dtype, time_us,
+tflops}) and `benchmark.svg`, and prints each custom variant's time as a ratio of sdpa_flash's,
+measured in the same run with interleaved calls. Speeds belong here, not in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import attn  # noqa: E402
+from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
+from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
+from attn.profiling.timing import time_interleaved  # noqa: E402
+
+BASELINE = "sdpa_flash"
+GRID = {
+    "cpu": {"seqs": (512, 1024, 2048, 4096), "batch": 1, "heads": 8},
+    "cuda": {"seqs": (1024, 2048, 4096, 8192, 16384), "batch": 4, "heads": 16},
+}
+VARIANTS = {
+    "cpu": ("custom_cpu", "sdpa_flash", "sdpa_math", "inplace"),
+    "cuda": (
+        "custom_cuda",
+        "custom_triton",
+        "sdpa_flash",
+        "sdpa_cudnn",
+        "sdpa_efficient",
+        "sdpa_math",
+        "inplace",
+    ),
+}
+SCORES_LIMIT_BYTES = (
+    16 * 2**30
+)  # variants that materialise [b, h, s, s] scores are skipped beyond this
+MATERIALISING = {"naive", "inplace", "sdpa_math"}
+
+
+def attention_flops(batch: int, heads: int, seq: int, head_dim: int, is_causal: bool) -> float:
+    """Two matmuls of 2*s*s*d each per head; a causal mask skips about half."""
+    flops = 4 * batch * heads * seq * seq * head_dim
+    return flops / 2 if is_causal else flops
+
+
+def run(device: str, seqs, head_dims, causals, names, repeats: int, console: Console) -> list[dict]:
+    grid = GRID[torch.device(device).type]
+    base = default_config(device)
+    rows = []
+    for head_dim in head_dims:
+        for is_causal in causals:
+            for seq in seqs:
+                config = ProfileConfig(
+                    device=device,
+                    batch=grid["batch"],
+                    heads=grid["heads"],
+                    seq_q=seq,
+                    seq_k=seq,
+                    head_dim=head_dim,
+                    dtype=base.dtype,
+                )
+                scores_bytes = config.batch * config.heads * seq * seq * 4
+                contenders = {}
+                for name in names:
+                    variant = attn.get_variant(name)
+                    if variant.why_unavailable(device, config.torch_dtype) is not None:
+                        continue
+                    if variant.head_dims and head_dim not in variant.head_dims:
+                        continue
+                    if name in MATERIALISING and scores_bytes > SCORES_LIMIT_BYTES:
+                        continue
+                    contenders[name] = variant
+                q, k, v = config.make_inputs()
+                console.print(
+                    f"seq {seq}, head_dim {head_dim}, causal={is_causal}: {', '.join(contenders)}"
+                )
+                times = time_interleaved(contenders, q, k, v, is_causal=is_causal, repeats=repeats)
+                flops = attention_flops(config.batch, config.heads, seq, head_dim, is_causal)
+                for name, us in times.items():
+                    rows.append(
+                        {
+                            "variant": name,
+                            "seq": seq,
+                            "head_dim": head_dim,
+                            "is_causal": is_causal,
+                            "dtype": config.dtype,
+                            "time_us": round(us, 1),
+                            "tflops": round(flops / us / 1e6, 4),
+                        }
+                    )
+                del q, k, v
+    return rows
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """Each non-baseline variant's time over sdpa_flash's for the same configuration."""
+    key = lambda r: (r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+    flash = {key(r): r["time_us"] for r in rows if r["variant"] == BASELINE}
+    return [
+        {**r, "ratio_to_flash": round(r["time_us"] / flash[key(r)], 3)}
+        for r in rows
+        if r["variant"].startswith("custom_") and key(r) in flash
+    ]
+
+
+def plot(rows: list[dict], title: str, path: Path) -> None:
+    """Time per forward against seq, one panel per (head_dim, causal), one line per variant."""
+    panels = sorted({(r["head_dim"], r["is_causal"]) for r in rows})
+    plt.rcParams.update(
+        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": 8}
+    )
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(3.2 * len(panels) + 1, 3.4), squeeze=False, sharey=True
+    )
+    for ax, (head_dim, is_causal) in zip(axes[0], panels, strict=True):
+        mine = [r for r in rows if (r["head_dim"], r["is_causal"]) == (head_dim, is_causal)]
+        for name in dict.fromkeys(r["variant"] for r in mine):
+            line = [r for r in mine if r["variant"] == name]
+            ax.plot(
+                [r["seq"] for r in line],
+                [r["time_us"] / 1000 for r in line],
+                marker="o",
+                label=name,
+                linewidth=2.2 if name.startswith("custom_") else 1.2,
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"head_dim {head_dim}, {'causal' if is_causal else 'full'}", fontsize=9)
+        ax.set_xlabel("sequence length")
+        ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
+    axes[0][0].set_ylabel("ms per forward")
+    axes[0][-1].legend(fontsize=7, frameon=False)
+    fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+    plt.close(fig)
+
+
+def write(out_root: Path, device: str, rows: list[dict]) -> Path:
+    folder = Path(out_root) / hardware_slug(device)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = default_config(device)
+    title = f"Forward time on {device_name(device)} ({config.dtype}, {torch.get_num_threads()} CPU threads)"
+    for name, writer in (
+        ("benchmark.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n")),
+        ("benchmark.svg", lambda p: plot(rows, title, p)),
+    ):
+        tmp = folder / f".{name}.tmp{Path(name).suffix}"
+        writer(tmp)
+        os.replace(tmp, folder / name)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m attn.benchmark", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--out", type=Path, default=Path("profiles"))
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--seqs", type=int, nargs="+")
+    parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--causal-only", action="store_true")
+    parser.add_argument("--variants", nargs="+", help="default: per device")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    kind = torch.device(args.device).type
+    console = Console(stderr=True)
+    rows = run(
+        args.device,
+        args.seqs or GRID[kind]["seqs"],
+        args.head_dims,
+        (True,) if args.causal_only else (True, False),
+        args.variants or VARIANTS[kind],
+        args.repeats,
+        console,
+    )
+    folder = write(args.out, args.device, rows)
+    table = Table("variant", "seq", "head_dim", "causal", "ms", "TFLOP/s", f"time / {BASELINE}")
+    for r in ratios(rows):
+        table.add_row(
+            r["variant"],
+            str(r["seq"]),
+            str(r["head_dim"]),
+            str(r["is_causal"]),
+            f"{r['time_us'] / 1000:.2f}",
+            f"{r['tflops']:.3f}",
+            f"{r['ratio_to_flash']:.3f}",
+        )
+    Console().print(table)
+    print(f"benchmark: {len(rows)} rows written to {folder}/benchmark.json and benchmark.svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
