@@ -67,7 +67,39 @@ def profile_examples(session: nox.Session) -> None:
     install(session, "docs")
     for example in EXAMPLES:
         session.run("python", *example, "--out", "profiles", *session.posargs)
+    session.run(
+        "python",
+        "-m",
+        "attn.profiling.scaling",
+        "--out",
+        "profiles",
+        *_device_args(session.posargs),
+    )
     build_site(session)
+
+
+def _device_args(posargs: list[str]) -> list[str]:
+    """The --device flag (and its value) out of the examples' flags, for the other entry points."""
+    for i, arg in enumerate(posargs):
+        if arg == "--device" and i + 1 < len(posargs):
+            return ["--device", posargs[i + 1]]
+        if arg.startswith("--device="):
+            return [arg]
+    return []
+
+
+@nox.session
+def scaling(session: nox.Session) -> None:
+    """Sweep sequence length for every available variant: profiles/<hardware>/scaling.{json,svg}."""
+    install(session)
+    session.run("python", "-m", "attn.profiling.scaling", "--out", "profiles", *session.posargs)
+
+
+@nox.session
+def benchmark(session: nox.Session) -> None:
+    """Time the custom kernels against SDPA: profiles/<hardware>/benchmark.{json,svg} and ratios."""
+    install(session)
+    session.run("python", "-m", "attn.benchmark", "--out", "profiles", *session.posargs)
 
 
 @nox.session
