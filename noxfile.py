@@ -26,6 +26,7 @@ EXAMPLES = [
         ["examples/sdpa_attention.py", "--backend", b]
         for b in ("math", "efficient", "flash", "cudnn")
     ),
+    *(["examples/custom_kernel_attention.py", "--impl", i] for i in ("cpu", "cuda", "triton")),
 ]
 
 nox.options.sessions = ["tests"]

@@ -18,6 +18,7 @@ class CustomCpuVariant(Variant):
 
     name = "custom_cpu"
     title = "Custom C++ kernel (CPU)"
+    lesson = "our tiled C++ op: one op, online softmax, GEMM tiles"
     dtypes = (torch.float32, torch.bfloat16)
 
     def forward(

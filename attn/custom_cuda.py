@@ -27,6 +27,7 @@ class CustomCudaVariant(Variant):
 
     name = "custom_cuda"
     title = "Custom CUDA kernel"
+    lesson = "our FlashAttention-2-style CUDA kernel: one launch"
     head_dims = (64, 128)
     dtypes = (torch.bfloat16, torch.float16)
 

@@ -190,6 +190,7 @@ class CustomTritonVariant(Variant):
 
     name = "custom_triton"
     title = "Custom Triton kernel"
+    lesson = "our Triton kernel: one launch, written in Python"
     head_dims = (64, 128)
     dtypes = (torch.bfloat16, torch.float16)
 

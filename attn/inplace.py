@@ -30,4 +30,5 @@ class InPlaceAttention(NaiveAttention):
 
 
 def inplace_variant() -> Variant:
-    return ModuleVariant("inplace", "In-place masking", InPlaceAttention())
+    lesson = "masked_fill_ (one character) removes that copy"
+    return ModuleVariant("inplace", "In-place masking", InPlaceAttention(), lesson)

@@ -42,12 +42,13 @@ class NaiveAttention(nn.Module):
 class ModuleVariant(Variant):
     """A variant whose computation is an nn.Module that runs on any device torch supports."""
 
-    def __init__(self, name: str, title: str, module: nn.Module) -> None:
-        self.name, self.title, self.module = name, title, module
+    def __init__(self, name: str, title: str, module: nn.Module, lesson: str) -> None:
+        self.name, self.title, self.module, self.lesson = name, title, module, lesson
 
     def _attention(self, q, k, v, *, is_causal):
         return self.module(q, k, v, is_causal=is_causal)
 
 
 def naive_variant() -> Variant:
-    return ModuleVariant("naive", "Naive attention", NaiveAttention())
+    lesson = "out-of-place masked_fill copies the whole score matrix"
+    return ModuleVariant("naive", "Naive attention", NaiveAttention(), lesson)

@@ -15,8 +15,14 @@ from attn.variant import Variant
 class SdpaVariant(Variant):
     """SDPA restricted to a single backend, so the trace shows that backend or nothing."""
 
-    def __init__(self, name: str, title: str, backend: SDPBackend, short: str) -> None:
-        self.name, self.title, self.backend, self.short = name, title, backend, short
+    def __init__(self, name: str, title: str, backend: SDPBackend, short: str, lesson: str) -> None:
+        self.name, self.title, self.backend, self.short, self.lesson = (
+            name,
+            title,
+            backend,
+            short,
+            lesson,
+        )
 
     # --8<-- [start:forward]
     def _attention(self, q, k, v, *, is_causal):
@@ -50,13 +56,32 @@ def _probe(backend: SDPBackend, short: str, device: str, dtype: torch.dtype) -> 
 
 def sdpa_variants() -> list[Variant]:
     return [
-        SdpaVariant("sdpa_math", "SDPA: math backend", SDPBackend.MATH, "math"),
+        SdpaVariant(
+            "sdpa_math",
+            "SDPA: math backend",
+            SDPBackend.MATH,
+            "math",
+            "the reference path: mask rebuilt per call, safe softmax, many small ops",
+        ),
         SdpaVariant(
             "sdpa_efficient",
             "SDPA: memory-efficient backend",
             SDPBackend.EFFICIENT_ATTENTION,
             "efficient",
+            "one fused CUTLASS kernel (from xformers); GPU only",
         ),
-        SdpaVariant("sdpa_flash", "SDPA: flash backend", SDPBackend.FLASH_ATTENTION, "flash"),
-        SdpaVariant("sdpa_cudnn", "SDPA: cuDNN backend", SDPBackend.CUDNN_ATTENTION, "cudnn"),
+        SdpaVariant(
+            "sdpa_flash",
+            "SDPA: flash backend",
+            SDPBackend.FLASH_ATTENTION,
+            "flash",
+            "one fused op; the score matrix never reaches memory",
+        ),
+        SdpaVariant(
+            "sdpa_cudnn",
+            "SDPA: cuDNN backend",
+            SDPBackend.CUDNN_ATTENTION,
+            "cudnn",
+            "a generated cuDNN kernel; cost moves to the CPU side; GPU only",
+        ),
     ]

@@ -28,6 +28,7 @@ class Variant(ABC):
 
     name: str
     title: str
+    lesson: str = ""  # the one line the at-a-glance table says about it
     head_dims: tuple[int, ...] | None = None  # None: any head_dim
     dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
 

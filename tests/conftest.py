@@ -1,3 +1,10 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -14,3 +21,36 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --- one built site for tests/test_site.py and tests/test_browser.py ------------------------------
+
+FAKE_GPU_SLUG, FAKE_GPU_NAME = "nvidia-test-gpu", "NVIDIA Test GPU"
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """`mkdocs build --strict` of the docs from a copy of profiles/ plus a second, fake GPU set.
+
+    The fake set is profiles/cpu/ relabelled as a GPU, so every profile marker renders two tabs.
+    Returns the site folder (sitemaps, search index and all).
+    """
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "profiles/cpu").is_dir():
+        pytest.skip("no profiles/cpu/ in this checkout: nothing to build the site from")
+    work = tmp_path_factory.mktemp("built_site")
+    profiles = work / "profiles"
+    shutil.copytree(root / "profiles", profiles)
+    fake = profiles / FAKE_GPU_SLUG
+    if not fake.exists():
+        shutil.copytree(root / "profiles/cpu", fake)
+        env_path = fake / "environment.json"
+        env = json.loads(env_path.read_text()) if env_path.exists() else {}
+        env.update(device_type="cuda", device_name=FAKE_GPU_NAME, hardware=FAKE_GPU_SLUG)
+        env_path.write_text(json.dumps(env))
+    site = work / "site"
+    env = {**os.environ, "ATTN_PROFILES_DIR": str(profiles), "NO_MKDOCS_2_WARNING": "1"}
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, f"mkdocs build --strict failed:\n{run.stderr}"
+    return site

@@ -216,3 +216,53 @@ def test_strict_build_with_fake_profiles_copies_artifacts(profiles, tmp_path):
     page = (site / "naive/index.html").read_text(encoding="utf-8")
     assert page.index("NVIDIA H200") < page.index("Fake CPU Model")
     assert 'src="../profiles/cpu/naive/timeline.svg"' in page
+
+
+def test_glance_marker_tabulates_every_variant_with_speedup(profiles):
+    hook._state["known"] = KNOWN
+    (profiles / "nvidia-h200" / "overview.svg").write_text(TIMELINE)
+    out = hook.expand("<!-- profile-glance -->", "at-a-glance.md", profiles, KNOWN)
+    gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
+    assert "| `naive` | 6 | 1.23 ms | 456.0 µs | 1.00× |" in gpu
+    assert "(profiles/nvidia-h200/overview.svg)" in gpu
+    assert "`sdpa_cudnn` | not available here" in cpu
+    assert "ATen ops / forward" in cpu and "device time" not in cpu
+
+
+def test_figure_marker_shows_the_picture_and_rejects_unknown_figures(profiles):
+    (profiles / "cpu" / "scaling.svg").write_text(TIMELINE)
+    (profiles / "cpu" / "scaling.json").write_text("[]")
+    out = hook.expand("<!-- profile-figure: scaling -->", "sdpa.md", profiles, KNOWN)
+    assert "(profiles/cpu/scaling.svg)" in out and "(profiles/cpu/scaling.json)" in out
+    assert "NVIDIA H200" not in out  # that set has no scaling picture
+    with pytest.raises(PluginError, match="unknown figure"):
+        hook.expand("<!-- profile-figure: roofline -->", "sdpa.md", profiles, KNOWN)
+
+
+def test_benchmark_figure_lists_ratios_to_flash(profiles):
+    rows = [
+        {
+            "variant": v,
+            "seq": 512,
+            "head_dim": 64,
+            "is_causal": True,
+            "dtype": "float32",
+            "time_us": t,
+            "tflops": 0.1,
+        }
+        for v, t in (("sdpa_flash", 200.0), ("custom_cpu", 150.0), ("inplace", 900.0))
+    ]
+    (profiles / "cpu" / "benchmark.json").write_text(json.dumps(rows))
+    (profiles / "cpu" / "benchmark.svg").write_text(TIMELINE)
+    out = hook.expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles, KNOWN)
+    assert "| `custom_cpu` | 512 | 64 | yes | 150.0 µs | 0.100 | 0.75 |" in out
+    assert "`inplace` |" not in out  # only our kernels get a ratio row
+
+
+def test_claims_marker_keeps_the_indent_of_its_admonition(profiles):
+    page = '!!! question "Guess first"\n\n    <!-- profile-claims: naive -->\n'
+    out = hook.expand(page, "naive.md", profiles, KNOWN)
+    lines = [line for line in out.splitlines() if line.strip().startswith("- ")]
+    assert lines and all(line.startswith("    - *On ") for line in lines)
+    assert any("*On CPU:*" in line and "`aten::clone`" in line for line in lines)
+    assert any("*On a GPU:*" in line and "Memcpy" in line for line in lines)

@@ -72,6 +72,7 @@ def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> 
     base = {
         "variant": variant.name,
         "title": variant.title,
+        "lesson": variant.lesson,
         "hardware": hardware,
         "device_name": device_name(config.device),
         "device_type": torch.device(config.device).type,

@@ -17,6 +17,8 @@ from rich.table import Table
 import attn
 from attn.profiling.artifacts import ProfilingError, profile_variant, write_environment
 from attn.profiling.config import DTYPES, ProfileConfig, default_config
+from attn.profiling.environment import hardware_slug
+from attn.profiling.overview import write_overview
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +79,7 @@ def run(names: Sequence[str], config: ProfileConfig, out: Path, console: Console
             progress.update(task, description=f"profiling {name}")
             folders.append(profile_variant(attn.get_variant(name), config, out))
             progress.advance(task)
+    write_overview(out / hardware_slug(config.device))
     return folders
 
 

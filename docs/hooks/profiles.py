@@ -31,8 +31,11 @@ from mkdocs.structure.files import File
 log = logging.getLogger("mkdocs.hooks.profiles")
 
 MARKER = re.compile(
-    r"^<!--\s*profile(?P<kind>|-compare|-env)\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$", re.M
+    r"^(?P<indent>[ \t]*)<!--\s*profile(?P<kind>|-compare|-env|-glance|-figure|-claims)"
+    r"\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
+    re.M,
 )
+FIGURES = ("scaling", "benchmark")  # hardware-level pictures: profiles/<hardware>/<name>.svg
 PUBLISHED = {".json", ".gz", ".txt", ".svg"}  # table.md is inlined into pages, not published alone
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 
@@ -117,18 +120,23 @@ COLUMNS = {  # per-forward number -> how to read it from a summary (None: not me
 }
 
 
-def run_line(summary: dict) -> str:
-    """What was run: dtype, shape, causal, and the per-forward numbers."""
+def setup_line(summary: dict) -> str:
+    """What was run: dtype, shape and masking."""
     s = summary.get("shape", {})
     shape = (
         f"batch {s.get('batch')}, heads {s.get('heads')}, "
         f"seq {s.get('seq_q')} (q) × {s.get('seq_k')} (k/v), head_dim {s.get('head_dim')}"
     )
     causal = "causal" if summary.get("is_causal") else "not causal"
+    return f"`{summary.get('dtype', '?')}` · {shape} · {causal}"
+
+
+def run_line(summary: dict) -> str:
+    """What was run, and the per-forward numbers."""
     per_forward = " · ".join(
         f"{read(summary)} {label}" for label, read in COLUMNS.items() if read(summary) is not None
     )
-    line = f"`{summary.get('dtype', '?')}` · {shape} · {causal}"
+    line = setup_line(summary)
     return line + (f"  \n**Per forward:** {per_forward}" if per_forward else "")
 
 
@@ -182,7 +190,14 @@ def render_variant(name: str, root: Path, src_uri: str) -> str:
         if (folder / "timeline.svg").exists():
             alt = f"Timeline of one profiled forward of {name} on {hw['title']}"
             svg = _link(url + "/timeline.svg", src_uri)
-            body.append(f'[![{alt}]({svg}){{ loading=lazy }}]({svg} "Open the timeline full size")')
+            body.append(f"![{alt}]({svg}){{ loading=lazy }}")  # a bare image: glightbox zooms it
+            if (folder / "trace.json.gz").exists():
+                # A link that downloads the trace; docs/javascripts/perfetto.js opens it in Perfetto.
+                trace = _link(url + "/trace.json.gz", src_uri)
+                body.append(
+                    f"[Open in Perfetto]({trace}){{ .md-button data-perfetto-trace "
+                    f'data-perfetto-title="{name} on {hw["title"]}" }}'
+                )
         kernels = summary.get("kernels") or []
         if kernels:
             items = "\n".join(f"    - `{k}`" for k in kernels)
@@ -256,6 +271,111 @@ def render_env(root: Path, src_uri: str) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "–"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+def render_glance(root: Path, src_uri: str) -> str:
+    """Markdown for `<!-- profile-glance -->`: every variant of every hardware set, side by side."""
+    tabs = []
+    for hw in hardware_sets(root):
+        folder = Path(root) / hw["slug"]
+        found = {p.parent.name: _read_json(p) for p in folder.glob("*/summary.json")}
+        summaries = [found[n] for n in _state["known"] or found if n in found]
+        if not summaries:
+            continue
+        gpu = hw["device_type"] == "cuda"
+        key = "device_time_us" if gpu else "cpu_time_us"
+        naive = found.get("naive", {}).get(key)
+        count = ("kernels", "kernels_per_forward") if gpu else ("ATen ops", "ops_per_forward")
+        head = ["variant", f"{count[0]} / forward", "CPU time"] + (["device time"] if gpu else [])
+        head += ["speedup over naive", "peak memory", "lesson"]
+        rows = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 2) + "---|"]
+        for s in summaries:
+            if not s.get("available", True):
+                cells = ["not available here"] + ["–"] * (len(head) - 3)
+                rows.append(
+                    f"| `{s['variant']}` | " + " | ".join(cells) + f" | {s.get('lesson', '')} |"
+                )
+                continue
+            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) else "–"
+            cells = [_count(s.get(count[1])) or "–", _time(s.get("cpu_time_us")) or "–"]
+            cells += [_time(s.get("device_time_us")) or "–"] if gpu else []
+            cells += [speedup, _bytes(s.get("peak_memory_bytes")), s.get("lesson", "")]
+            rows.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
+        ran = [x for x in summaries if x.get("available", True)]
+        body = [f"<small>{environment_line(hw)}</small>"] + ([setup_line(ran[0])] if ran else [])
+        body.append("\n".join(rows))
+        if (folder / "overview.svg").exists():
+            svg = _link(f"profiles/{hw['slug']}/overview.svg", src_uri)
+            body.append(
+                f"![Time per forward of each variant on {hw['title']}]({svg}){{ loading=lazy }}"
+            )
+        tabs.append((hw["title"], "\n\n".join(body)))
+    return _tabs(tabs) if tabs else _not_profiled("any variant", src_uri)
+
+
+def render_figure(name: str, root: Path, src_uri: str) -> str:
+    """Markdown for `<!-- profile-figure: scaling|benchmark -->`: that picture per hardware set."""
+    if name not in FIGURES:
+        raise PluginError(
+            f"{src_uri}: unknown figure {name!r}; known figures: {', '.join(FIGURES)}"
+        )
+    tabs = []
+    for hw in hardware_sets(root):
+        folder = Path(root) / hw["slug"]
+        if not (folder / f"{name}.svg").exists():
+            continue
+        svg = _link(f"profiles/{hw['slug']}/{name}.svg", src_uri)
+        data = _link(f"profiles/{hw['slug']}/{name}.json", src_uri)
+        body = [
+            f"<small>{environment_line(hw)}</small>",
+            f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
+        ]
+        if name == "benchmark":
+            body.append(benchmark_table(_read_json_list(folder / "benchmark.json")))
+        body.append(f"Data: [{name}.json]({data})")
+        tabs.append((hw["title"], "\n\n".join(body)))
+    return _tabs(tabs) if tabs else _not_profiled(f"the {name} figure", src_uri)
+
+
+def _read_json_list(path: Path) -> list:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise PluginError(f"profiles hook: cannot read {path}: {e}") from e
+
+
+def benchmark_table(rows: list[dict]) -> str:
+    """Each custom kernel's time as a multiple of sdpa_flash's, measured in the same run."""
+    from attn.benchmark import ratios
+
+    lines = [
+        "| variant | seq | head_dim | causal | time | TFLOP/s | time ÷ sdpa_flash |",
+        "|---|--:|--:|---|--:|--:|--:|",
+    ]
+    for r in ratios(rows):
+        lines.append(
+            f"| `{r['variant']}` | {r['seq']} | {r['head_dim']} | {'yes' if r['is_causal'] else 'no'} "
+            f"| {_time(r['time_us'])} | {r['tflops']:.3f} | {r['ratio_to_flash']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def render_claims_list(name: str) -> str:
+    """Markdown for `<!-- profile-claims: VARIANT -->`: the claims every run checks, by device."""
+    from attn.profiling.claims import claims_for
+
+    code = lambda text: re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)  # noqa: E731
+    lines = []
+    for device_type, where in (("cpu", "On CPU"), ("cuda", "On a GPU")):
+        for claim in claims_for(name, device_type):
+            lines.append(f"- *{where}:* {code(claim.text)}")
+    return "\n".join(lines) or "- (no claims recorded for this variant yet)"
+
+
 def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str:
     """Replace every marker in a page; an unknown variant name is a build error."""
     known = list(known)
@@ -272,6 +392,12 @@ def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str
         kind, args = m["kind"], (m["args"] or "").split()
         if kind == "-env":
             return render_env(root, src_uri)
+        if kind == "-glance":
+            return render_glance(root, src_uri)
+        if kind == "-figure" and len(args) == 1:
+            return render_figure(args[0], root, src_uri)
+        if kind == "-claims" and len(args) == 1:
+            return render_claims_list(check(args[0]))
         if not args:
             raise PluginError(f"{src_uri}: profile marker {m[0]!r} names no variant")
         if kind == "-compare":
@@ -282,7 +408,10 @@ def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str
             )
         return render_variant(check(args[0]), root, src_uri)
 
-    return MARKER.sub(lambda m: "\n" + replace(m) + "\n", markdown)
+    # A marker indented inside an admonition gets its output indented the same way.
+    return MARKER.sub(
+        lambda m: "\n" + textwrap.indent(replace(m), m["indent"]).rstrip() + "\n", markdown
+    )
 
 
 def artifact_files(root: Path, config) -> list[File]:

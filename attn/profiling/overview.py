@@ -1,0 +1,61 @@
+"""The at-a-glance chart of a hardware set: time per forward of every variant profiled there."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import attn  # noqa: E402
+
+
+def summaries(folder: Path) -> list[dict]:
+    """The available variants' summaries in a hardware folder, in chapter order."""
+    order = {v.name: i for i, v in enumerate(attn.variants())}
+    found = [json.loads(p.read_text()) for p in folder.glob("*/summary.json")]
+    return sorted(
+        (s for s in found if s.get("available")), key=lambda s: order.get(s["variant"], 99)
+    )
+
+
+def draw(rows: list[dict], title: str, path: Path) -> None:
+    """Horizontal bars of time per forward: device time where measured, else CPU time."""
+    on_device = any(s.get("device_time_us") is not None for s in rows)
+    key = "device_time_us" if on_device else "cpu_time_us"
+    names = [s["variant"] for s in rows][::-1]
+    values = [s[key] / 1000 for s in rows][::-1]
+    plt.rcParams.update(
+        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": 8}
+    )
+    fig, ax = plt.subplots(figsize=(7, 0.8 + 0.32 * len(rows)))
+    bars = ax.barh(names, values, color=["#d62728" if n == "naive" else "#4e79a7" for n in names])
+    ax.bar_label(bars, [f"{v:.3g} ms" for v in values], padding=3, fontsize=7)
+    ax.set_xlabel(f"{'device' if on_device else 'CPU'} time per forward (ms)")
+    ax.set_xlim(0, max(values) * 1.2)
+    ax.set_title(title, loc="left", fontsize=9)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+    plt.close(fig)
+
+
+def write_overview(folder: Path) -> Path | None:
+    """Redraw `<folder>/overview.svg` from the summaries there; None when nothing ran."""
+    rows = summaries(folder)
+    if not rows:
+        return None
+    shape = rows[0]["shape"]
+    title = (
+        f"Time per forward on {rows[0]['device_name']} ({rows[0]['dtype']}, batch {shape['batch']}, "
+        f"heads {shape['heads']}, seq {shape['seq_q']}, head_dim {shape['head_dim']})"
+    )
+    tmp = folder / ".overview.tmp.svg"
+    draw(rows, title, tmp)
+    os.replace(tmp, folder / "overview.svg")
+    return folder / "overview.svg"

@@ -1,0 +1,311 @@
+"""The built site in a real browser: pages load cleanly, tabs switch, search works, timelines zoom,
+and "Open in Perfetto" hands the trace over with Perfetto's postMessage handshake.
+
+Uses Debian's chromium (never a browser Playwright downloads) on the site served from localhost.
+Screenshots land in test-artifacts/browser/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import http.server
+import json
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from conftest import FAKE_GPU_NAME
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install -e .[test])"
+)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip(
+        "no chromium on PATH (Debian: apt-get install chromium); .ci/run installs it",
+        allow_module_level=True,
+    )
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "test-artifacts" / "browser"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+TIMEOUT_MS = 15_000
+
+# A stand-in for ui.perfetto.dev: answers PONG from the second PING on (so the page must retry,
+# as it must while the real UI loads) and keeps what the trace message carried.
+STUB_PAGE = """<!doctype html><meta charset="utf-8"><title>Perfetto stand-in</title>
+<script>
+window.pings = 0;
+window.received = null;
+addEventListener("message", (event) => {
+  if (event.data === "PING") {
+    window.pings += 1;
+    if (window.pings >= 2) event.source.postMessage("PONG", "*");
+    return;
+  }
+  const p = event.data && event.data.perfetto;
+  if (!p) return;
+  const bytes = new Uint8Array(p.buffer);
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  window.received = {
+    title: p.title, fileName: p.fileName, isArrayBuffer: p.buffer instanceof ArrayBuffer,
+    base64: btoa(binary), origin: event.origin, pings: window.pings,
+  };
+});
+</script><p>stand-in</p>"""
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def serve(folder: Path) -> Iterator[str]:
+    """Serve `folder` on a free localhost port in a thread; yields the base URL."""
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def site_url(built_site) -> Iterator[str]:
+    yield from serve(built_site)
+
+
+@pytest.fixture(scope="module")
+def perfetto_stub(tmp_path_factory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("perfetto_stub")
+    (folder / "index.html").write_text(STUB_PAGE, encoding="utf-8")
+    yield from serve(folder)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield browser
+        browser.close()
+
+
+class Problems:
+    """What went wrong on a page: script errors, console errors, local loads that failed."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.blocked: list[str] = []  # external requests, refused: there is no network here
+
+    def watch(self, page) -> None:
+        page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+        page.on("console", self._console)
+        page.on("requestfailed", self._failed)
+        page.on("response", self._response)
+
+    def _console(self, msg) -> None:
+        if msg.type != "error":
+            return
+        where = (msg.location or {}).get("url", "")
+        if where in self.blocked or any(url in msg.text for url in self.blocked):
+            return  # an external resource we refused to fetch: allowed if the page still renders
+        self.errors.append(f"console error: {msg.text} ({where})")
+
+    def _failed(self, request) -> None:
+        if urlsplit(request.url).hostname in LOCAL_HOSTS:
+            self.errors.append(f"failed to load {request.url}: {request.failure}")
+
+    def _response(self, response) -> None:
+        if urlsplit(response.url).hostname in LOCAL_HOSTS and response.status >= 400:
+            self.errors.append(f"HTTP {response.status} for {response.url}")
+
+
+@pytest.fixture
+def context(browser):
+    """A fresh browser context where every request off localhost is refused (and recorded)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    problems = Problems()
+
+    def route(route):
+        url = route.request.url
+        if url.startswith(("http:", "https:")) and urlsplit(url).hostname not in LOCAL_HOSTS:
+            problems.blocked.append(url)
+            return route.abort("internetdisconnected")
+        return route.continue_()
+
+    context.route("**/*", route)
+    context.problems = problems
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(context):
+    page = context.new_page()
+    context.problems.watch(page)
+    return page
+
+
+def pages_of(site: Path) -> list[str]:
+    """Every page of the site as a URL path ('', 'naive/', ...), the 404 page left out."""
+    return sorted(
+        "" if p.parent == site else p.parent.relative_to(site).as_posix() + "/"
+        for p in site.rglob("index.html")
+    )
+
+
+def shot(page, name: str, **kwargs) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), **kwargs)
+
+
+# Every <img>'s natural size, decoded from its URL (lazy images in hidden tabs are not loaded yet).
+IMAGE_SIZES = """async () => Promise.all([...document.querySelectorAll("article img")].map(async (img) => {
+  const probe = new Image();
+  probe.src = img.currentSrc || img.src;
+  try { await probe.decode(); } catch (e) { return [img.src, 0, 0]; }
+  return [img.src, probe.naturalWidth, probe.naturalHeight];
+}))"""
+
+
+def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_url, context):
+    urls = pages_of(built_site)
+    assert len(urls) >= 5, urls
+    images = 0
+    for path in urls:
+        page = context.new_page()
+        context.problems.watch(page)
+        page.goto(site_url + path, wait_until="load")
+        page.wait_for_load_state("networkidle")
+        assert page.locator("article h1").count() >= 1, f"/{path}: no heading: did it render?"
+        sizes = page.evaluate(IMAGE_SIZES)
+        empty = [src for src, w, h in sizes if not (w and h)]
+        assert not empty, f"/{path}: images with no natural size: {empty}"
+        images += len(sizes)
+        shot(page, (path.strip("/") or "index").replace("/", "-"))
+        page.close()
+        assert not context.problems.errors, f"/{path}:\n" + "\n".join(context.problems.errors)
+    assert images > 0, "no page had an image"
+
+
+def test_hardware_tabs_switch(site_url, page):
+    page.goto(site_url + "naive/")
+    tabs = page.locator(".tabbed-set").filter(has=page.locator("img[src*='timeline.svg']")).first
+    labels = tabs.locator(".tabbed-labels label")
+    assert labels.all_inner_texts() == [FAKE_GPU_NAME, "CPU"]
+    gpu = tabs.locator(".tabbed-block").nth(0).locator("img[src*='timeline.svg']")
+    cpu = tabs.locator(".tabbed-block").nth(1).locator("img[src*='timeline.svg']")
+    assert gpu.is_visible() and not cpu.is_visible()
+    labels.nth(1).click()
+    cpu.wait_for(state="visible")
+    assert not gpu.is_visible()
+    assert "/profiles/cpu/naive/" in cpu.get_attribute("src")
+
+
+def test_search_finds_memcpy(site_url, page):
+    page.goto(site_url)
+    search = page.locator("input.md-search__input")
+    search.click()  # on a wide screen the search field sits in the header
+    search.press_sequentially("Memcpy")  # Material reads the query on keyup, which fill() skips
+    # Results for "M", "Me", ... come and go while typing: wait for the query that was typed.
+    page.locator(".md-search-result__meta", has_text="matching document").wait_for()
+    hits = page.locator(".md-search-result__item", has_text=re.compile("memcpy", re.IGNORECASE))
+    hits.first.wait_for(state="visible")
+    assert search.input_value() == "Memcpy"
+    shot(page, "search-memcpy")
+
+
+def test_clicking_a_timeline_zooms_it(site_url, page):
+    page.goto(site_url + "naive/")
+    picture = page.locator("a.glightbox img[src*='timeline.svg']").first
+    picture.scroll_into_view_if_needed()
+    inline = picture.bounding_box()["width"]
+    picture.click()
+    zoomed = page.locator(".glightbox-container .gslide-image img").first
+    zoomed.wait_for(state="visible")
+    # Wait out the zoom animation: the lightbox shows the picture wider than the page does.
+    page.wait_for_function(
+        "w => document.querySelector('.glightbox-container .gslide-image img')"
+        ".getBoundingClientRect().width > w * 1.2",
+        arg=inline,
+    )
+    page.wait_for_timeout(600)  # only so the screenshot shows the end of the fade
+    shot(page, "naive-timeline-zoomed")
+
+
+def test_perfetto_button_hands_the_trace_to_perfetto(built_site, site_url, perfetto_stub, context):
+    context.add_init_script(f"window.ATTN_PERFETTO_URL = {json.dumps(perfetto_stub)};")
+    page = context.new_page()
+    context.problems.watch(page)
+    page.goto(site_url + "naive/")
+    button = page.locator("[data-perfetto-trace]:visible").first
+    assert button.inner_text().strip() == "Open in Perfetto"
+    href = button.get_attribute("href")  # still a plain link to the trace: downloads without JS
+    button.scroll_into_view_if_needed()
+    with context.expect_page() as opened:
+        button.click()
+    perfetto = opened.value
+    perfetto.wait_for_function("window.received !== null")
+    received = perfetto.evaluate("window.received")
+
+    assert perfetto.url.startswith(perfetto_stub)
+    assert received["isArrayBuffer"]
+    assert received["pings"] >= 2, "the page must keep pinging until the UI answers"
+    assert received["origin"] == site_url.rstrip("/")
+    assert received["title"] == f"naive on {FAKE_GPU_NAME}"
+    assert received["fileName"] == "nvidia-test-gpu-naive-trace.json.gz"
+    data = base64.b64decode(received["base64"])
+    trace_file = built_site / "naive" / href  # ../profiles/<hardware>/naive/trace.json.gz
+    assert data == trace_file.resolve().read_bytes(), "Perfetto got other bytes than the trace"
+    trace = json.loads(gzip.decompress(data))
+    assert trace["traceEvents"], "the trace has no events"
+    page.locator(".attn-perfetto-status").filter(has_text="Sent to Perfetto").wait_for()
+    shot(page, "naive-perfetto-sent")
+    assert not context.problems.errors, "\n".join(context.problems.errors)
+
+
+def test_perfetto_button_explains_a_blocked_popup(site_url, context):
+    context.add_init_script("window.open = () => null;")  # what a pop-up blocker hands back
+    page = context.new_page()
+    page.goto(site_url + "naive/")
+    button = page.locator("[data-perfetto-trace]:visible").first
+    button.scroll_into_view_if_needed()
+    button.click()
+    status = page.locator(".attn-perfetto-status:visible").first
+    status.wait_for()
+    assert "blocked" in status.inner_text()
+    shot(page, "naive-perfetto-popup-blocked")
+
+
+def test_perfetto_button_explains_a_page_opened_from_a_file(built_site, context):
+    page = context.new_page()
+    page.goto((built_site / "naive" / "index.html").as_uri())
+    button = page.locator("[data-perfetto-trace]:visible").first
+    status = page.locator(".attn-perfetto-status:visible").first
+    status.wait_for()  # said up front, before any click
+    assert "opened from a file" in status.inner_text()
+    before = len(context.pages)
+    button.click()
+    assert len(context.pages) == before, "no Perfetto window from a file:// page"
+    assert "opened from a file" in status.inner_text()

@@ -1,0 +1,36 @@
+import json
+
+from attn.profiling.overview import summaries, write_overview
+
+
+def fake(folder, variant, available=True, cpu_time_us=1000.0):
+    path = folder / variant / "summary.json"
+    path.parent.mkdir(parents=True)
+    summary = {
+        "variant": variant,
+        "available": available,
+        "device_name": "Fake CPU",
+        "dtype": "float32",
+    }
+    if available:
+        shape = {"batch": 1, "heads": 2, "seq_q": 8, "seq_k": 8, "head_dim": 4}
+        summary |= {"cpu_time_us": cpu_time_us, "device_time_us": None, "shape": shape}
+    path.write_text(json.dumps(summary))
+
+
+def test_summaries_are_in_chapter_order_and_skip_unavailable(tmp_path):
+    for name in ("sdpa_flash", "naive", "sdpa_cudnn"):
+        fake(tmp_path, name, available=name != "sdpa_cudnn")
+    assert [s["variant"] for s in summaries(tmp_path)] == ["naive", "sdpa_flash"]
+
+
+def test_overview_chart_labels_each_variant(tmp_path):
+    fake(tmp_path, "naive", cpu_time_us=5000.0)
+    fake(tmp_path, "inplace", cpu_time_us=2500.0)
+    svg = write_overview(tmp_path).read_text()
+    assert "naive" in svg and "inplace" in svg and "5 ms" in svg and "2.5 ms" in svg
+
+
+def test_no_summaries_no_chart(tmp_path):
+    assert write_overview(tmp_path) is None
+    assert not (tmp_path / "overview.svg").exists()

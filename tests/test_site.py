@@ -1,0 +1,218 @@
+"""The built site: no dead internal link or anchor, and no published artifact that names this machine."""
+
+from __future__ import annotations
+
+import getpass
+import gzip
+import json
+import os
+import re
+import socket
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ROOT / "profiles"
+ARTIFACTS = {".svg", ".txt", ".json", ".md"}  # besides the gzip traces
+LINKING = {"href", "src"}  # attributes that point at a file or an anchor
+
+
+class Page(HTMLParser):
+    """The ids (anchors) a page defines and the href/src values it uses."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[tuple[str, str]] = []  # (tag, url)
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name == "id" or (tag == "a" and name == "name"):
+                self.ids.add(value or "")
+            elif name in LINKING and value is not None:
+                self.links.append((tag, value))
+
+
+def parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def target(site: Path, page: Path, url: str) -> tuple[Path | None, str]:
+    """The file an internal URL on `page` points at (None: outside the site) and its fragment."""
+    parts = urlsplit(url)
+    path = unquote(parts.path)
+    if not path:
+        return page, unquote(parts.fragment)
+    base = (
+        PurePosixPath("/")
+        if path.startswith("/")
+        else PurePosixPath("/", *page.parent.relative_to(site).parts)
+    )
+    resolved: list[str] = []
+    for part in (base / path).parts[1:]:
+        if part == "..":
+            if not resolved:
+                return None, ""
+            resolved.pop()
+        elif part not in (".", ""):
+            resolved.append(part)
+    file = site.joinpath(*resolved)
+    if file.is_dir():
+        file = file / "index.html"
+    return file, unquote(parts.fragment)
+
+
+def is_external(url: str) -> bool:
+    parts = urlsplit(url)
+    return bool(parts.scheme or parts.netloc)  # http(s):, mailto:, data:, //host/...
+
+
+def dead_links(site: Path) -> list[str]:
+    """Every internal href/src that names a missing file, or a #fragment missing from its page."""
+    pages = {path: parse(path) for path in sorted(site.rglob("*.html"))}
+    problems = []
+    for path, page in pages.items():
+        where = path.relative_to(site).as_posix()
+        for tag, url in page.links:
+            if is_external(url):
+                continue
+            file, fragment = target(site, path, url)
+            if file is None or not file.is_file():
+                problems.append(f"{where}: <{tag}> {url!r} names no file in the site")
+            elif fragment and file.suffix == ".html":
+                ids = pages[file].ids if file in pages else parse(file).ids
+                if fragment not in ids:
+                    problems.append(f"{where}: <{tag}> {url!r}: no id {fragment!r} in {file.name}")
+    return problems
+
+
+def test_link_checker_finds_dead_links(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "img.svg").write_text("<svg/>")
+    (tmp_path / "index.html").write_text(
+        '<h2 id="here">x</h2><a href="#here">ok</a><a href="a/">ok</a><img src="img.svg">'
+        '<a href="https://example.org/missing">external</a><a href="#gone">bad anchor</a>'
+        '<a href="a/#top">ok</a><a href="nowhere.html">bad</a><a href="/../../etc/passwd">bad</a>'
+    )
+    (tmp_path / "a/index.html").write_text(
+        '<p id="top"><a href="../index.html#here">ok</a><a href="/img.svg">ok</a>'
+        '<a href="../index.html#nope">bad</a>'
+    )
+    found = dead_links(tmp_path)
+    assert len(found) == 4, found
+    assert all(bad in "\n".join(found) for bad in ("#gone", "nowhere.html", "passwd", "#nope"))
+
+
+def test_no_dead_internal_links_or_anchors(built_site):
+    problems = dead_links(built_site)
+    assert not problems, f"{len(problems)} dead internal links:\n" + "\n".join(problems[:40])
+
+
+def test_the_site_has_the_pages_the_links_point_at(built_site):
+    # Guard the link check against checking nothing: the chapters and the notebook are there.
+    for page in ("naive", "sdpa", "notebooks/profile-your-own-attention"):
+        assert (built_site / page / "index.html").is_file(), page
+    assert (
+        built_site / "notebooks/profile-your-own-attention/profile-your-own-attention.ipynb"
+    ).is_file()
+
+
+# --- privacy ----------------------------------------------------------------------------------
+
+
+def private_strings() -> tuple[list[str], list[str]]:
+    """(local paths that must not appear anywhere, names that must not appear as whole words)."""
+    paths = {str(Path.home()), tempfile.gettempdir(), str(ROOT), str(Path.cwd())}
+    names = {socket.gethostname(), os.environ.get("USER", "")}
+    try:
+        names.add(getpass.getuser())
+    except (KeyError, OSError):
+        pass
+    return sorted(p for p in paths if len(p) > 1), sorted(n for n in names if n)
+
+
+def leaks(text: str, paths: list[str], names: list[str]) -> list[str]:
+    found = [f"path {p!r}" for p in paths if p in text]
+    for name in names:  # as scrub.py redacts them: whole words only ("dev" may stand in "device")
+        if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text):
+            found.append(f"name {name!r}")
+    return found
+
+
+def has_key(data, key: str) -> bool:
+    if isinstance(data, dict):
+        return key in data or any(has_key(v, key) for v in data.values())
+    if isinstance(data, list):
+        return any(has_key(v, key) for v in data)
+    return False
+
+
+def published(folder: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and (p.name.endswith(".json.gz") or p.suffix in ARTIFACTS)
+    )
+
+
+def artifact_problems(path: Path, paths: list[str], names: list[str]) -> list[str]:
+    if path.name.endswith(".json.gz"):
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        trace = json.loads(text)
+        problems = ["a host_name key"] if has_key(trace, "host_name") else []
+        if "traceEvents" not in trace:
+            problems.append("no traceEvents: not a Chrome trace")
+    else:
+        text, problems = path.read_text(encoding="utf-8"), []
+    return problems + leaks(text, paths, names)
+
+
+def test_privacy_check_catches_leaks(tmp_path):
+    (tmp_path / "trace.json.gz").write_bytes(
+        gzip.compress(
+            json.dumps({"traceEvents": [], "deviceProperties": [{"host_name": "x"}]}).encode()
+        )
+    )
+    (tmp_path / "table.txt").write_text("run by myhost in /home/me/src")
+    (tmp_path / "ok.md").write_text("myhosts, not-myhost-here and devices on a host")
+    found = {p.name: artifact_problems(p, ["/home/me"], ["myhost"]) for p in published(tmp_path)}
+    assert found == {
+        "ok.md": [],
+        "table.txt": ["path '/home/me'", "name 'myhost'"],
+        "trace.json.gz": ["a host_name key"],
+    }
+
+
+@pytest.mark.parametrize("where", ["profiles", "site"])
+def test_published_artifacts_name_no_host_user_or_local_path(where, built_site):
+    # In the site: the artifacts the hook published, and any trace wherever it is.
+    folder = PROFILES if where == "profiles" else built_site
+    files = published(PROFILES) if where == "profiles" else published(built_site / "profiles")
+    files += [p for p in built_site.rglob("*.json.gz") if where == "site" and p not in files]
+    assert any(p.name == "trace.json.gz" for p in files), f"no trace under {folder}"
+    paths, names = private_strings()
+    problems = [
+        f"{p.relative_to(folder)}: {problem}"
+        for p in files
+        for problem in artifact_problems(p, paths, names)
+    ]
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_built_pages_name_no_local_path(built_site):
+    # The notebook page is executed during the build: its outputs must not show where it ran.
+    # Prose may say "root" or "/tmp/p" in an example command, so only exact local folders count.
+    paths = [str(Path.home()) + "/", str(ROOT), str(built_site.parent), "/attn-notebook-"]
+    found = [
+        f"{p.relative_to(built_site)}: {problem}"
+        for p in sorted(built_site.rglob("*"))
+        if p.suffix in {".html", ".json", ".xml"}
+        for problem in leaks(p.read_text(encoding="utf-8"), paths, [])
+    ]
+    assert not found, "\n".join(found)
