@@ -10,6 +10,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attn.profiling.config import ProfileConfig
+from attn.profiling.quiet import without_profiler_chatter
 from attn.variant import Variant
 
 WARMUP_CALLS = 3
@@ -31,9 +32,12 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[torch.profiler.pro
             variant.forward(q, k, v, is_causal=config.is_causal)
         sync()
         # --8<-- [start:profile]
-        with profile(
-            activities=activities, schedule=schedule(**SCHEDULE), record_shapes=True
-        ) as prof:
+        with (
+            without_profiler_chatter(),
+            profile(
+                activities=activities, schedule=schedule(**SCHEDULE), record_shapes=True
+            ) as prof,
+        ):
             for _ in range(STEPS):
                 with record_function("attn_fwd"):
                     variant.forward(q, k, v, is_causal=config.is_causal)

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from attn.profiling.quiet import without_profiler_chatter
 from attn.variant import Variant
 
 CPU_DEVICE_TYPE = 0  # "Device Type" of a memory event: 0 is CPU (c10::DeviceType)
@@ -28,7 +29,10 @@ def peak_forward_memory(variant: Variant, q, k, v, *, is_causal: bool) -> int:
             variant.forward(q, k, v, is_causal=is_causal)
             torch.cuda.synchronize(q.device)
             return torch.cuda.max_memory_allocated(q.device) - before
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with (
+            without_profiler_chatter(),
+            profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+        ):
             variant.forward(q, k, v, is_causal=is_causal)
     return peak_of(cpu_allocations(prof))
 
