@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import attn  # noqa: E402
+from attn.profiling.artifacts import replace_file  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.timing import time_interleaved  # noqa: E402
@@ -152,17 +152,14 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
 
 
 def write(out_root: Path, device: str, rows: list[dict]) -> Path:
+    """Write benchmark.json and benchmark.svg into `<out>/<hardware>/`, each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
-    folder.mkdir(parents=True, exist_ok=True)
     config = default_config(device)
     title = f"Forward time on {device_name(device)} ({config.dtype}, {torch.get_num_threads()} CPU threads)"
-    for name, writer in (
-        ("benchmark.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n")),
-        ("benchmark.svg", lambda p: plot(rows, title, p)),
-    ):
-        tmp = folder / f".{name}.tmp{Path(name).suffix}"
-        writer(tmp)
-        os.replace(tmp, folder / name)
+    replace_file(
+        folder / "benchmark.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n")
+    )
+    replace_file(folder / "benchmark.svg", lambda p: plot(rows, title, p))
     return folder
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -51,15 +51,22 @@ def atomic_folder(dest: Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call `write` on a scratch file beside `path`, then rename it over `path`: all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def write_environment(out_root: Path, device: str) -> Path:
     """Write `<out>/<hardware>/environment.json` (atomically) and return its path."""
-    folder = out_root / hardware_slug(device)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "environment.json"
-    tmp = folder / ".environment.json.tmp"
-    write_json(tmp, environment(device))
-    os.replace(tmp, path)
-    return path
+    path = Path(out_root) / hardware_slug(device) / "environment.json"
+    return replace_file(path, lambda tmp: write_json(tmp, environment(device)))
 
 
 def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> Path:

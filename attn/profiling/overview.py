@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import matplotlib
@@ -12,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import attn  # noqa: E402
+from attn.profiling.artifacts import replace_file  # noqa: E402
 
 
 def summaries(folder: Path) -> list[dict]:
@@ -55,7 +55,4 @@ def write_overview(folder: Path) -> Path | None:
         f"Time per forward on {rows[0]['device_name']} ({rows[0]['dtype']}, batch {shape['batch']}, "
         f"heads {shape['heads']}, seq {shape['seq_q']}, head_dim {shape['head_dim']})"
     )
-    tmp = folder / ".overview.tmp.svg"
-    draw(rows, title, tmp)
-    os.replace(tmp, folder / "overview.svg")
-    return folder / "overview.svg"
+    return replace_file(folder / "overview.svg", lambda p: draw(rows, title, p))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
 import attn  # noqa: E402
+from attn.profiling.artifacts import replace_file  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.memory import peak_forward_memory  # noqa: E402
@@ -90,19 +90,9 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
 def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write scaling.json and scaling.svg into `<out>/<hardware>/`, each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, writer in (
-        ("scaling.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n")),
-        (
-            "scaling.svg",
-            lambda p: plot(
-                rows, f"Scaling with sequence length on {device_name(device)} (causal, batch 1)", p
-            ),
-        ),
-    ):
-        tmp = folder / f".{name}.tmp{Path(name).suffix}"
-        writer(tmp)
-        os.replace(tmp, folder / name)
+    title = f"Scaling with sequence length on {device_name(device)} (causal, batch 1)"
+    replace_file(folder / "scaling.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n"))
+    replace_file(folder / "scaling.svg", lambda p: plot(rows, title, p))
     return folder
 
 
