@@ -17,6 +17,9 @@ CSRC = Path(__file__).resolve().parent.parent / "csrc"
 CPU_SOURCES = ("ops.cpp", "cpu/flash_attention_cpu.cpp")
 CUDA_SOURCES = ("cuda/flash_fwd.cu", "cuda/binding.cu")
 LIBRARY_NAME = "attn_ops"
+# at::parallel_for is a header template compiled into our library: without OpenMP flags it runs
+# every item on the calling thread. (Linux builds of torch use OpenMP; macOS's clang has no -fopenmp.)
+OPENMP = ["-fopenmp"] if sys.platform.startswith("linux") else []
 
 _lock = threading.Lock()
 _loaded = False
@@ -113,7 +116,8 @@ def load_ops() -> torch._ops._OpNamespace:
                 name=LIBRARY_NAME,
                 sources=[str(s) for s in sources()],
                 extra_include_paths=[str(CSRC)],
-                extra_cflags=["-O3"],
+                extra_cflags=["-O3", *OPENMP],
+                extra_ldflags=OPENMP,
                 extra_cuda_cflags=["-O3"],
                 build_directory=str(directory),
                 is_python_module=False,
