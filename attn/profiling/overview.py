@@ -52,7 +52,7 @@ def write_overview(folder: Path) -> Path | None:
         return None
     shape = rows[0]["shape"]
     title = (
-        f"Time per forward on {rows[0]['device_name']} ({rows[0]['dtype']}, batch {shape['batch']}, "
-        f"heads {shape['heads']}, seq {shape['seq_q']}, head_dim {shape['head_dim']})"
+        f"Time per forward on {rows[0]['device_name']}\n{rows[0]['dtype']}, batch {shape['batch']}, "
+        f"heads {shape['heads']}, seq {shape['seq_q']}, head_dim {shape['head_dim']}"
     )
     return replace_file(folder / "overview.svg", lambda p: draw(rows, title, p))
