@@ -11,7 +11,6 @@ measured in the same run with interleaved calls. Speeds belong here, not in test
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import attn  # noqa: E402
-from attn.profiling.artifacts import replace_file  # noqa: E402
+from attn.profiling.artifacts import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.timing import time_interleaved  # noqa: E402
@@ -156,11 +155,7 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     folder = Path(out_root) / hardware_slug(device)
     config = default_config(device)
     title = f"Forward time on {device_name(device)} ({config.dtype}, {torch.get_num_threads()} CPU threads)"
-    replace_file(
-        folder / "benchmark.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n")
-    )
-    replace_file(folder / "benchmark.svg", lambda p: plot(rows, title, p))
-    return folder
+    return write_rows(folder, "benchmark", rows, lambda p: plot(rows, title, p))
 
 
 def main(argv: list[str] | None = None) -> int:

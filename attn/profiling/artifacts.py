@@ -63,6 +63,13 @@ def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
     return path
 
 
+def write_rows(folder: Path, stem: str, rows: list[dict], draw: Callable[[Path], None]) -> Path:
+    """Write `<stem>.json` (the rows) and `<stem>.svg` (drawn by `draw`) into folder, atomically."""
+    replace_file(folder / f"{stem}.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n"))
+    replace_file(folder / f"{stem}.svg", draw)
+    return folder
+
+
 def write_environment(out_root: Path, device: str) -> Path:
     """Write `<out>/<hardware>/environment.json` (atomically) and return its path."""
     path = Path(out_root) / hardware_slug(device) / "environment.json"

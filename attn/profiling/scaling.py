@@ -6,7 +6,6 @@ python -m attn.profiling.scaling --out profiles [--device cuda]
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
 import attn  # noqa: E402
-from attn.profiling.artifacts import replace_file  # noqa: E402
+from attn.profiling.artifacts import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.memory import peak_forward_memory  # noqa: E402
@@ -91,9 +90,7 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write scaling.json and scaling.svg into `<out>/<hardware>/`, each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
     title = f"Scaling with sequence length on {device_name(device)} (causal, batch 1)"
-    replace_file(folder / "scaling.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n"))
-    replace_file(folder / "scaling.svg", lambda p: plot(rows, title, p))
-    return folder
+    return write_rows(folder, "scaling", rows, lambda p: plot(rows, title, p))
 
 
 def main(argv: list[str] | None = None) -> int:
