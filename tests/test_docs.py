@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -188,3 +189,20 @@ def test_built_pages_show_the_cpu_profile(site, page):
         f"{page}: no timeline"
     )
     assert (site / "profiles/cpu/naive/trace.json.gz").exists()
+
+
+def test_at_a_glance_lists_every_variant_available_on_cpu(site):
+    if not (ROOT / "profiles/cpu/environment.json").exists():
+        pytest.skip("no profiles/cpu/ in this checkout yet")
+    raw, _ = page_text(site, "at-a-glance")
+    available = [
+        p.parent.name
+        for p in sorted((ROOT / "profiles/cpu").glob("*/summary.json"))
+        if json.loads(p.read_text())["available"]
+    ]
+    assert {"naive", "inplace", "sdpa_flash", "custom_cpu"} <= set(available)
+    for name in available:
+        row = re.search(rf"<tr>\s*<td><code>{name}</code></td>(.*?)</tr>", raw, re.S)
+        assert row and re.search(r"\d+\.\d+ ms", row[1]), f"no row with a time for {name}"
+    assert re.search(r'<img [^>]*src="\.\./profiles/cpu/overview\.svg"', raw)
+    assert re.search(r'<img [^>]*src="\.\./profiles/cpu/scaling\.svg"', raw)

@@ -76,3 +76,18 @@ def test_cudnn_claim_checks_the_launch_api():
 def test_claims_are_only_about_their_device_type():
     assert all(c.device_type == "cpu" for c in claims_for("naive", "cpu"))
     assert evaluate("sdpa_efficient", "cpu", Evidence({}, [])) == []
+
+
+def test_committed_cpu_profiles_carry_claims_that_hold():
+    folder = Path(__file__).resolve().parents[1] / "profiles" / "cpu"
+    if not folder.is_dir():
+        pytest.skip("no profiles/cpu/ in this checkout")
+    checked = {}
+    for path in sorted(folder.glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        if summary["available"]:
+            checked[summary["variant"]] = summary["claims"]
+    assert {"naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu"} <= set(checked)
+    for name, claims in checked.items():
+        assert [c["text"] for c in claims] == [c.text for c in claims_for(name, "cpu")], name
+        assert all(c["holds"] and c["observed"] for c in claims), (name, claims)
