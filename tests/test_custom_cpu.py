@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from attn.custom_cpu import custom_cpu_variant
-from attn.custom_ops import build_problem
+from attn.custom_ops import LIBRARY_NAME, build_directory, build_problem, load_ops
 from attn.reference import reference_attention
 
 pytestmark = pytest.mark.skipif(
@@ -181,3 +184,18 @@ def test_profiler_shows_one_op_under_attn_fwd(variant):
     while parent is not None and parent.name != "attn_fwd":
         parent = parent.cpu_parent
     assert parent is not None, "attn::flash_attention_forward is not under attn_fwd"
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or shutil.which("nm") is None,
+    reason="reads the built library's dynamic symbols with nm (Linux, binutils)",
+)
+def test_parallel_for_is_compiled_as_an_openmp_region():
+    # at::parallel_for is a header template: built without -fopenmp it silently runs on one thread.
+    # With OpenMP the library calls into libgomp's GOMP_parallel.
+    load_ops()
+    library = build_directory() / f"{LIBRARY_NAME}.so"
+    symbols = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "GOMP_parallel" in symbols
