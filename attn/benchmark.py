@@ -24,7 +24,7 @@ from rich.table import Table  # noqa: E402
 
 import attn  # noqa: E402
 from attn.profiling.artifacts import write_rows  # noqa: E402
-from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
+from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.timing import time_interleaved  # noqa: E402
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m attn.benchmark", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", type=Path, default=Path("profiles"))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default=default_device())
     parser.add_argument("--seqs", type=int, nargs="+")
     parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--causal-only", action="store_true")

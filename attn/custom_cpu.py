@@ -46,9 +46,7 @@ class CustomCpuVariant(Variant):
                 f"custom_cpu is a C++ op for CPU tensors, not {device.type}; "
                 "the CUDA kernel is custom_cuda"
             )
-        if dtype not in self.dtypes:
-            return f"the kernel takes float32 and bfloat16, not {str(dtype).removeprefix('torch.')}"
-        return build_problem()
+        return self._dtype_problem(dtype) or build_problem()
 
 
 def custom_cpu_variant() -> Variant:

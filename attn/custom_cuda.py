@@ -7,9 +7,7 @@ import os
 
 import torch
 
-from attn.variant import Variant
-
-MIN_CAPABILITY = (8, 0)  # cp.async and bf16 mma.sync arrived with Ampere (sm_80)
+from attn.variant import Variant, older_than_ampere
 
 
 def _nvcc() -> str | None:
@@ -47,16 +45,11 @@ class CustomCudaVariant(Variant):
                 f"it is a CUDA kernel: it runs on NVIDIA GPUs only, not on {device.type} "
                 "(the CPU op is custom_cpu)"
             )
-        if dtype not in self.dtypes:
-            name = str(dtype).removeprefix("torch.")
-            return f"the kernel computes in bfloat16 or float16 (tensor cores), not {name}"
-        major, minor = torch.cuda.get_device_capability(device)
-        if (major, minor) < MIN_CAPABILITY:
-            gpu = torch.cuda.get_device_name(device)
-            return (
-                f"the kernel needs an sm_80 (Ampere) or newer GPU for cp.async and bf16 mma.sync; "
-                f"{gpu} is sm_{major}{minor}"
-            )
+        problem = self._dtype_problem(dtype) or older_than_ampere(
+            device, "cp.async and bf16 mma.sync"
+        )
+        if problem:
+            return problem
         if _nvcc() is None:
             return (
                 "the kernel is compiled on first use, but no CUDA toolkit was found "

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from attn.variant import Variant
+from attn.variant import Variant, older_than_ampere
 
 try:
     import triton
@@ -206,14 +206,7 @@ class CustomTritonVariant(Variant):
             )
         if triton is None:
             return "triton is not installed (it comes with CUDA builds of torch, or `pip install triton`)"
-        major, minor = torch.cuda.get_device_capability(device)
-        if (major, minor) < (8, 0):
-            name = torch.cuda.get_device_name(device)
-            return (
-                f"the kernel targets sm_80 or newer (Ampere: bf16 tensor cores, async copies); "
-                f"{name} is sm_{major}{minor}"
-            )
-        return None
+        return older_than_ampere(device, "bf16 tensor cores and async copies")
 
 
 def custom_triton_variant() -> Variant:

@@ -23,6 +23,17 @@ def device_problem(device: torch.device) -> str | None:
     return None
 
 
+def older_than_ampere(device: torch.device, needs: str) -> str | None:
+    """Why a kernel that needs sm_80 (Ampere) or newer cannot run on this GPU, or None."""
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) >= (8, 0):
+        return None
+    gpu = torch.cuda.get_device_name(device)
+    return (
+        f"the kernel needs an sm_80 (Ampere) or newer GPU for {needs}; {gpu} is sm_{major}{minor}"
+    )
+
+
 class Variant(ABC):
     """One attention implementation the chapters teach."""
 
@@ -53,6 +64,13 @@ class Variant(ABC):
 
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
         return None
+
+    def _dtype_problem(self, dtype: torch.dtype) -> str | None:
+        """A sentence naming the dtype when this variant does not compute in it, else None."""
+        if dtype in self.dtypes:
+            return None
+        names = " or ".join(str(d).removeprefix("torch.") for d in self.dtypes)
+        return f"the kernel computes in {names}, not {str(dtype).removeprefix('torch.')}"
 
     @abstractmethod
     def _attention(

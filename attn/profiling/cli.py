@@ -9,27 +9,24 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import attn
 from attn.profiling.artifacts import ProfilingError, profile_variant, write_environment
-from attn.profiling.config import DTYPES, ProfileConfig, default_config
+from attn.profiling.config import DTYPES, ProfileConfig, default_config, default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.overview import write_overview
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags every entry point shares: where to write, on what device, which shape."""
-    default_device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device()
     parser.add_argument(
         "--out", type=Path, default=Path("profiles"), help="artifact root (default: profiles)"
     )
-    parser.add_argument(
-        "--device", default=default_device, help=f"cpu or cuda (default: {default_device})"
-    )
+    parser.add_argument("--device", default=device, help=f"cpu or cuda (default: {device})")
     shape = parser.add_argument_group(
         "shape (defaults: the article's on CUDA, a 2-core-friendly one on CPU)"
     )

@@ -47,6 +47,11 @@ class ProfileConfig:
         return rand(self.seq_q), rand(self.seq_k), rand(self.seq_k)
 
 
+def default_device() -> str:
+    """Where the entry points run by default: the GPU when torch sees one."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def default_config(device: str) -> ProfileConfig:
     """The article's shape on a GPU (8 x 16 x 1024 x 64, bf16); a 2-core-friendly one on CPU (fp32)."""
     if torch.device(device).type == "cuda":

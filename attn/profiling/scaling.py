@@ -19,7 +19,7 @@ from rich.progress import Progress  # noqa: E402
 
 import attn  # noqa: E402
 from attn.profiling.artifacts import write_rows  # noqa: E402
-from attn.profiling.config import ProfileConfig, default_config  # noqa: E402
+from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.memory import peak_forward_memory  # noqa: E402
 from attn.profiling.timing import time_forward  # noqa: E402
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m attn.profiling.scaling", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", type=Path, default=Path("profiles"))
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default=default_device())
     parser.add_argument(
         "--seqs", type=int, nargs="+", help="sequence lengths (default: per device)"
     )
