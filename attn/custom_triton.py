@@ -206,7 +206,9 @@ class CustomTritonVariant(Variant):
             )
         if triton is None:
             return "triton is not installed (it comes with CUDA builds of torch, or `pip install triton`)"
-        return older_than_ampere(device, "bf16 tensor cores and async copies")
+        return self._dtype_problem(dtype) or older_than_ampere(
+            device, "bf16 tensor cores and async copies"
+        )
 
 
 def custom_triton_variant() -> Variant:

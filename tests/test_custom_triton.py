@@ -247,3 +247,11 @@ def test_gpu_arbitrary_strides(dtype):
     qkv = torch.randn(2, 300, 3, 4, 128, generator=torch.Generator().manual_seed(4))
     q, k, v = (qkv.to("cuda", dtype)[:, :, i].transpose(1, 2) for i in range(3))
     _assert_close(variant.forward(q, k, v, is_causal=True), q, k, v, is_causal=True)
+
+
+@needs_triton
+def test_float32_is_unavailable_not_a_crash(monkeypatch):
+    # The harness asks why_unavailable before it runs anything: fp32 must be answered there.
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    reason = custom_triton_variant()._why_unavailable(torch.device("cuda"), torch.float32)
+    assert reason and "float32" in reason

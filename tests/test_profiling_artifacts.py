@@ -131,3 +131,15 @@ def test_environment_names_the_machine(tmp_path):
     assert env["threads"] >= 1 and env["torch_version"]
     assert env["cuda_version"] is None
     assert len(env["date"]) == 10 and env["cpu_model"]
+
+
+def test_unsupported_head_dim_is_recorded_as_unavailable(tmp_path):
+    class OnlyHeadDim64(attn.Variant):
+        name, title, head_dims = "only64", "Only head_dim 64", (64,)
+
+        def _attention(self, q, k, v, *, is_causal):
+            return attn.reference_attention(q, k, v, is_causal=is_causal).to(q.dtype)
+
+    folder = profile_variant(OnlyHeadDim64(), TINY, tmp_path)  # TINY has head_dim 32
+    s = json.loads((folder / "summary.json").read_text())
+    assert s["available"] is False and "head_dim 64" in s["reason"] and "32" in s["reason"]

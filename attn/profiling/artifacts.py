@@ -76,6 +76,15 @@ def write_environment(out_root: Path, device: str) -> Path:
     return replace_file(path, lambda tmp: write_json(tmp, environment(device)))
 
 
+def why_not_here(variant: Variant, config: ProfileConfig) -> str | None:
+    """Why the variant cannot run this config (device, dtype, head_dim), or None."""
+    reason = variant.why_unavailable(config.device, config.torch_dtype)
+    if reason is None and variant.head_dims and config.head_dim not in variant.head_dims:
+        dims = " or ".join(str(d) for d in variant.head_dims)
+        reason = f"the kernel takes head_dim {dims}, not {config.head_dim}"
+    return reason
+
+
 def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> Path:
     """Profile `variant` under `config` and write `<out>/<hardware>/<variant>/`; returns that folder.
 
@@ -94,7 +103,7 @@ def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> 
     }
     try:
         with atomic_folder(dest) as folder:
-            reason = variant.why_unavailable(config.device, config.torch_dtype)
+            reason = why_not_here(variant, config)
             if reason is not None:
                 write_json(folder / "summary.json", {**base, "available": False, "reason": reason})
             else:
