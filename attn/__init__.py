@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import functools
 
-from attn.custom_cpu import custom_cpu_variant
-from attn.custom_cuda import custom_cuda_variant
-from attn.custom_triton import custom_triton_variant
-from attn.inplace import InPlaceAttention, inplace_variant
-from attn.naive import NaiveAttention, naive_variant
+from attn.inplace import InPlaceAttention
+from attn.naive import NaiveAttention
 from attn.reference import reference_attention
-from attn.sdpa import sdpa_variants
+from attn.registry import all_variants
+from attn.sdpa import SdpaAttention
 from attn.variant import Variant
 
 __all__ = [
     "InPlaceAttention",
     "NaiveAttention",
+    "SdpaAttention",
     "Variant",
     "get_variant",
     "reference_attention",
@@ -25,15 +24,7 @@ __all__ = [
 
 @functools.cache
 def _registry() -> dict[str, Variant]:
-    found = [
-        naive_variant(),
-        inplace_variant(),
-        *sdpa_variants(),
-        custom_cpu_variant(),
-        custom_cuda_variant(),
-        custom_triton_variant(),
-    ]
-    return {v.name: v for v in found}
+    return {v.name: v for v in all_variants()}
 
 
 def variants() -> list[Variant]:

@@ -1,34 +1,40 @@
-"""In-place attention: the naive module with the scale and the mask applied in place."""
+"""In-place attention: naive attention with the mask written into the scores instead of a copy.
 
-from __future__ import annotations
+Torch only: copy this file into any project (`from inplace import InPlaceAttention`).
+"""
 
 import math
 
-from attn.naive import ModuleVariant, NaiveAttention
-from attn.variant import Variant
+import torch
+from torch import nn
 
 
-class InPlaceAttention(NaiveAttention):
-    """Same five steps; `mul_` and `masked_fill_` overwrite the scores instead of copying them.
+class InPlaceAttention(nn.Module):
+    """The naive module's five steps; `masked_fill_` overwrites the scores instead of copying them.
 
-    The chapters run it under torch.no_grad(). With autograd on, an in-place op is allowed only
-    when backward does not need the value it overwrites; autograd checks and raises otherwise.
+    Run it under torch.no_grad() or inference_mode(): with autograd on, an in-place op is allowed
+    only when backward does not need the value it overwrites, and autograd raises otherwise.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask = torch.empty(0, 0, dtype=torch.bool)
+
+    def causal_mask(self, seq_q: int, seq_k: int, device: torch.device) -> torch.Tensor:
+        """True where query i must not see key j (j > i, SDPA's top-left convention)."""
+        if self.mask.shape != (seq_q, seq_k) or self.mask.device != device:
+            self.mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=device).triu(1)
+        return self.mask
 
     # --8<-- [start:forward]
     def forward(self, q, k, v, is_causal=True):
         scale = 1.0 / math.sqrt(q.shape[-1])
-        scores = q @ k.transpose(-2, -1)  # 1. scores
-        scores.mul_(scale)  # 2. scale, in place
-        if is_causal:  # 3. mask the future, in place: no copy of the scores
+        # Scaling q (not the scores) is cheaper and keeps float16 scores from overflowing.
+        scores = (q * scale) @ k.transpose(-2, -1)  # 1-2. scaled scores [b, h, seq_q, seq_k]
+        if is_causal:  # 3. mask the future in place: no copy of the scores
             mask = self.causal_mask(q.shape[-2], k.shape[-2], q.device)
             scores.masked_fill_(mask, float("-inf"))
         weights = scores.softmax(dim=-1)  # 4. normalise each row
         return weights @ v  # 5. reweight the values
 
     # --8<-- [end:forward]
-
-
-def inplace_variant() -> Variant:
-    lesson = "masked_fill_ (one character) removes that copy"
-    return ModuleVariant("inplace", "In-place masking", InPlaceAttention(), lesson)

@@ -48,6 +48,8 @@ class Variant(ABC):
     ) -> torch.Tensor:
         """Attention of q over k, v ([batch, heads, seq, head_dim]); output has q's shape and dtype."""
         check_qkv(q, k, v, head_dims=self.head_dims, dtypes=self.dtypes)
+        if not isinstance(is_causal, bool):
+            raise ValueError(f"is_causal must be True or False, got {is_causal!r}")
         reason = self.why_unavailable(q.device, q.dtype)
         if reason is not None:
             raise RuntimeError(f"{self.name}: {reason}")

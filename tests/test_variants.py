@@ -51,11 +51,11 @@ def test_naive_mask_is_built_once_and_reused():
     module = attn.NaiveAttention()
     q = torch.randn(1, 2, 9, 16)
     module(q, q, q)
-    first = module._mask
+    first = module.mask
     module(q, q, q)
-    assert module._mask is first
+    assert module.mask is first
     module(torch.randn(1, 2, 5, 16), q, q)
-    assert module._mask.shape == (5, 9)
+    assert module.mask.shape == (5, 9)
 
 
 def test_inplace_does_not_modify_its_inputs():
