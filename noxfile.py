@@ -19,14 +19,18 @@ ROOT = Path(__file__).parent
 # Override with e.g. ATTN_TORCH="torch==2.11.0" (or use --no-venv with a preinstalled torch).
 TORCH = os.environ.get("ATTN_TORCH", "torch==2.13.0")
 
+# (variant, example and its own flags): each example writes a raw trace, which the harness analyses.
 EXAMPLES = [
-    ["examples/naive_attention.py"],
-    ["examples/inplace_attention.py"],
+    ("naive", ["examples/naive_attention.py"]),
+    ("inplace", ["examples/inplace_attention.py"]),
     *(
-        ["examples/sdpa_attention.py", "--backend", b]
+        (f"sdpa_{b}", ["examples/sdpa_attention.py", "--backend", b])
         for b in ("math", "efficient", "flash", "cudnn")
     ),
-    *(["examples/custom_kernel_attention.py", "--impl", i] for i in ("cpu", "cuda", "triton")),
+    *(
+        (f"custom_{i}", ["examples/custom_kernel_attention.py", "--impl", i])
+        for i in ("cpu", "cuda", "triton")
+    ),
 ]
 
 nox.options.sessions = ["tests"]
@@ -66,8 +70,11 @@ def tests(session: nox.Session) -> None:
 def profile_examples(session: nox.Session) -> None:
     """Run every example under the profiler into profiles/<hardware>/, then build the site."""
     install(session, "docs")
-    for example in EXAMPLES:
-        session.run("python", *example, "--out", "profiles", *session.posargs)
+    for variant, example in EXAMPLES:
+        session.run(
+            "python", "-m", "attn.profiling", "example", variant, *example,
+            "--out", "profiles", *session.posargs,
+        )  # fmt: skip
     session.run(
         "python",
         "-m",

@@ -1,4 +1,4 @@
-"""Run a variant under torch.profiler the way the article does and hand back what it recorded."""
+"""Run a variant under torch.profiler the way the examples do and hand back what it recorded."""
 
 from __future__ import annotations
 
@@ -10,19 +10,21 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attn.profiling.config import ProfileConfig
+from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
+from attn.profiling.table import profiler_table
 from attn.variant import Variant
 
 WARMUP_CALLS = 3
-# wait 1, warm up 1, record 3: five steps, three recorded forwards.
+# wait 1, warm up 1, record 3: five steps, three recorded forwards (as examples/ do).
 SCHEDULE = dict(wait=1, warmup=1, active=3, repeat=1)
 STEPS = 5
 
 
-def capture(variant: Variant, config: ProfileConfig) -> tuple[torch.profiler.profile, dict]:
-    """Profile five steps of `variant.forward`; returns the profiler and its Chrome trace (a dict)."""
+def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
+    """Profile five steps of `variant.forward`; returns the raw Chrome trace and the profiler's table."""
     q, k, v = config.make_inputs()
-    on_gpu = torch.device(config.device).type == "cuda"
+    on_gpu = is_gpu(config.device)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
 
@@ -31,22 +33,23 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[torch.profiler.pro
         for _ in range(WARMUP_CALLS):
             variant.forward(q, k, v, is_causal=config.is_causal)
         sync()
-        # --8<-- [start:profile]
         with (
             without_profiler_chatter(),
             profile(
-                activities=activities, schedule=schedule(**SCHEDULE), record_shapes=True
+                activities=activities,
+                schedule=schedule(**SCHEDULE),
+                record_shapes=True,
+                profile_memory=True,
             ) as prof,
         ):
             for _ in range(STEPS):
                 with record_function("attn_fwd"):
                     variant.forward(q, k, v, is_causal=config.is_causal)
-                sync()  # the GPU work of this step ends inside this step
+                sync()
                 prof.step()
-        # --8<-- [end:profile]
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         trace = json.loads(path.read_text())
-    return prof, trace
+    return trace, profiler_table(prof, on_gpu)

@@ -12,18 +12,22 @@ from pathlib import Path
 import torch
 
 
+def is_gpu(device: str | torch.device) -> bool:
+    """Whether a device is a GPU: the one place that decides it (CUDA and ROCm both say cuda)."""
+    return torch.device(device).type == "cuda"
+
+
 def device_name(device: str) -> str:
     """A human name for the device: the GPU's name, or the CPU model."""
     dev = torch.device(device)
-    if dev.type == "cuda":
+    if is_gpu(dev):
         return torch.cuda.get_device_name(dev)
     return cpu_model()
 
 
 def hardware_slug(device: str) -> str:
     """`cpu`, or the GPU's name as a lowercase slug (`nvidia-h200`)."""
-    dev = torch.device(device)
-    if dev.type == "cpu":
+    if not is_gpu(device):
         return "cpu"
     return re.sub(r"[^a-z0-9]+", "-", device_name(device).lower()).strip("-")
 
@@ -52,10 +56,19 @@ def git_commit() -> str | None:
     return commit + ("-dirty" if dirty else "")
 
 
+def stamp() -> dict:
+    """When and from what a run was made: date, commit and torch version."""
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        "git_commit": git_commit(),
+        "torch_version": torch.__version__,
+    }
+
+
 def environment(device: str) -> dict:
     """The facts a reader needs to trust (or distrust) a profile set."""
     dev = torch.device(device)
-    cuda = dev.type == "cuda"
+    cuda = is_gpu(dev)
     return {
         "hardware": hardware_slug(device),
         "device_name": device_name(device),

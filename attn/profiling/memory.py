@@ -10,9 +10,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from attn.profiling.quiet import without_profiler_chatter
+from attn.profiling.trace import CPU_DEVICE_TYPE, memory_events, peak_of
 from attn.variant import Variant
-
-CPU_DEVICE_TYPE = 0  # "Device Type" of a memory event: 0 is CPU (c10::DeviceType)
 
 
 def peak_forward_memory(variant: Variant, q, k, v, *, is_causal: bool) -> int:
@@ -42,19 +41,5 @@ def cpu_allocations(prof: profile) -> list[int]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text())["traceEvents"]
-    memory = [
-        e
-        for e in events
-        if e.get("name") == "[memory]" and e["args"].get("Device Type") == CPU_DEVICE_TYPE
-    ]
-    return [int(e["args"]["Bytes"]) for e in sorted(memory, key=lambda e: float(e["ts"]))]
-
-
-def peak_of(sizes: list[int]) -> int:
-    """The highest running total of signed allocation sizes (0 if nothing stayed allocated)."""
-    live = peak = 0
-    for nbytes in sizes:
-        live += nbytes
-        peak = max(peak, live)
-    return peak
+        trace = json.loads(path.read_text())
+    return [nbytes for _, nbytes in memory_events(trace, CPU_DEVICE_TYPE)]

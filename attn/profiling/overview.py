@@ -11,13 +11,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import attn  # noqa: E402
-from attn.profiling.artifacts import replace_file  # noqa: E402
+from attn.profiling import layout  # noqa: E402
+from attn.profiling.atomic import replace_file  # noqa: E402
 
 
 def summaries(folder: Path) -> list[dict]:
     """The available variants' summaries in a hardware folder, in chapter order."""
     order = {v.name: i for i, v in enumerate(attn.variants())}
-    found = [json.loads(p.read_text()) for p in folder.glob("*/summary.json")]
+    found = [json.loads((d / layout.SUMMARY).read_text()) for d in layout.variant_dirs(folder)]
     return sorted(
         (s for s in found if s.get("available")), key=lambda s: order.get(s["variant"], 99)
     )
@@ -45,14 +46,28 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def write_overview(folder: Path) -> Path | None:
-    """Redraw `<folder>/overview.svg` from the summaries there; None when nothing ran."""
-    rows = summaries(folder)
-    if not rows:
-        return None
-    shape = rows[0]["shape"]
-    title = (
-        f"Time per forward on {rows[0]['device_name']}\n{rows[0]['dtype']}, batch {shape['batch']}, "
-        f"heads {shape['heads']}, seq {shape['seq_q']}, head_dim {shape['head_dim']}"
+def shape_text(s: dict) -> str:
+    shape = s["shape"]
+    return (
+        f"{s['dtype']}, batch {shape['batch']}, heads {shape['heads']}, "
+        f"seq {shape['seq_q']}, head_dim {shape['head_dim']}"
     )
-    return replace_file(folder / "overview.svg", lambda p: draw(rows, title, p))
+
+
+def write_overview(folder: Path) -> Path | None:
+    """Redraw `<folder>/overview.svg` from the summaries there; None when nothing ran.
+
+    Rows profiled at different shapes are labelled each with its own shape, never with one.
+    """
+    rows = summaries(folder)
+    path = Path(folder) / layout.OVERVIEW
+    if not rows:
+        path.unlink(missing_ok=True)
+        return None
+    shapes = {shape_text(s) for s in rows}
+    if len(shapes) == 1:
+        title = f"Time per forward on {rows[0]['device_name']}\n{shapes.pop()}"
+    else:
+        title = f"Time per forward on {rows[0]['device_name']}\n(rows at different shapes)"
+        rows = [{**s, "variant": f"{s['variant']} ({shape_text(s)})"} for s in rows]
+    return replace_file(path, lambda p: draw(rows, title, p))

@@ -18,7 +18,7 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
 import attn  # noqa: E402
-from attn.profiling.artifacts import write_rows  # noqa: E402
+from attn.profiling.atomic import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.memory import peak_forward_memory  # noqa: E402

@@ -1,4 +1,8 @@
-"""Remove what a published trace must not carry: host name, user name, local absolute paths."""
+"""Remove what a published trace must not carry: host names, user names, local absolute paths.
+
+Only path-like text and host-like fields are touched, so op and kernel names stay exactly as
+recorded (a user called `cuda` must not rename `cudaLaunchKernel`). Scrub after measuring.
+"""
 
 from __future__ import annotations
 
@@ -11,55 +15,70 @@ import tempfile
 from pathlib import Path
 
 REDACTED = "<redacted>"
+HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename"}  # dropped wherever they appear
+# An absolute POSIX or Windows path inside any string: a run of path characters after / or C:\.
+PATH_LIKE = re.compile(r"(?:(?<![\w.])[A-Za-z]:\\|(?<![\w.:/])/)[^\s\"'<>|,;()\[\]{}]+")
 
 
-def _names() -> list[str]:
-    """This machine's host name and user names: redacted only where they stand as whole words."""
-    found = {socket.gethostname(), os.environ.get("USER", "")}
+def local_names() -> list[str]:
+    """This machine's host name and user names."""
+    found = {socket.gethostname(), os.environ.get("USER", ""), os.environ.get("USERNAME", "")}
     try:
         found.add(getpass.getuser())
     except (KeyError, OSError):
         pass
-    return [n for n in found if n]
+    return sorted(n for n in found if n)
 
 
-def _paths() -> list[str]:
-    """Local absolute paths, longest first (so a path goes before its parent)."""
+def local_paths() -> list[str]:
+    """Local absolute folders, longest first (so a path goes before its parent)."""
     found = {
         str(Path.home()),
         tempfile.gettempdir(),
         sys.prefix,
         sys.base_prefix,
-        str(Path(__file__).resolve().parents[2]),  # the checkout
+        str(Path(__file__).resolve().parents[2]),  # the checkout or site-packages
         str(Path.cwd()),
     }
     return sorted((p for p in found if len(p) > 1), key=len, reverse=True)
 
 
+class Scrubber:
+    """Redacts local folders, and user or host names, inside path-like text."""
+
+    def __init__(self, paths: list[str] | None = None, names: list[str] | None = None) -> None:
+        self.paths = local_paths() if paths is None else paths
+        names = local_names() if names is None else names
+        # Inside a path a name stands between separators, or after `_`/`-` as in
+        # /tmp/torchinductor_<user>/ ; it must not shred a longer word ("dev" in "device").
+        self.name = (
+            re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?=[/\\_\-.]|$)" for n in names))
+            if names
+            else None
+        )
+
+    def path(self, text: str) -> str:
+        for folder in self.paths:
+            text = text.replace(folder, REDACTED)
+        return self.name.sub(REDACTED, text) if self.name else text
+
+    def text(self, value: str) -> str:
+        return PATH_LIKE.sub(lambda m: self.path(m.group(0)), value)
+
+    def value(self, value):
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items() if str(k).lower() not in HOST_KEYS}
+        return value
+
+
 def scrub_trace(
     trace: dict, paths: list[str] | None = None, names: list[str] | None = None
 ) -> dict:
-    """A copy of the Chrome trace with host and user names and local paths redacted."""
-    paths = _paths() if paths is None else paths
-    names = _names() if names is None else names
-    # A name like "dev" must not shred "device": match it only as a whole word.
-    word = (
-        re.compile("|".join(rf"(?<![\w.-]){re.escape(n)}(?![\w-])" for n in names))
-        if names
-        else None
-    )
-
-    def clean(value):
-        if isinstance(value, str):
-            for path in paths:
-                value = value.replace(path, REDACTED)
-            return word.sub(REDACTED, value) if word else value
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if k != "host_name"}
-        return value
-
-    cleaned = clean(trace)
-    cleaned["traceName"] = "trace.json"  # the exporter writes the temp file's absolute path here
+    """A copy of the Chrome trace with local paths and host and user names redacted."""
+    cleaned = Scrubber(paths, names).value(trace)
+    cleaned["traceName"] = "trace.json"  # the exporter writes the file's absolute path here
     return cleaned

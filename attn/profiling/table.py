@@ -1,45 +1,88 @@
-"""The profiler's own table (table.txt) and its top rows as Markdown (table.md)."""
+"""Tables: the profiler's own (table.txt) and one computed from a trace's ranges (table.md)."""
 
 from __future__ import annotations
 
 import torch
 
+from attn.profiling.trace import DEVICE_CATEGORIES, RUNTIME_CATEGORIES, Forward
+
 ROWS = 15
 
 
-def sort_key(on_gpu: bool) -> str:
-    return "device_time_total" if on_gpu else "cpu_time_total"
-
-
 def profiler_table(prof: torch.profiler.profile, on_gpu: bool) -> str:
-    """`key_averages().table()`, sorted by device time on GPU and CPU time on CPU."""
-    return prof.key_averages().table(
-        sort_by=sort_key(on_gpu), row_limit=ROWS, max_name_column_width=60
-    )
+    """`key_averages().table()`, sorted by device time on a GPU and CPU time on the CPU."""
+    sort_by = "device_time_total" if on_gpu else "cpu_time_total"
+    return prof.key_averages().table(sort_by=sort_by, row_limit=ROWS, max_name_column_width=60)
 
 
-def _ms(us: float) -> str:
-    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} us"
+def _time(us: float) -> str:
+    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} µs"
 
 
-def markdown_table(prof: torch.profiler.profile, on_gpu: bool) -> str:
-    """The same top rows as a Markdown table, for the docs."""
-    averages = sorted(
-        prof.key_averages(), key=lambda a: getattr(a, sort_key(on_gpu)), reverse=True
-    )[:ROWS]
-    header = ["Name", "Self CPU", "CPU total", "CPU avg"]
-    if on_gpu:
-        header += ["Self device", "Device total", "Device avg"]
-    header.append("Calls")
+def aggregate(fwds: list[Forward]) -> list[dict]:
+    """One row per op or device event name: calls, CPU total and self time, device time; per range.
+
+    An op's device time is that of the device work launched while it ran (its children's included),
+    as key_averages() counts it.
+    """
+    rows: dict[tuple[str, str], dict] = {}
+
+    def row(name: str, kind: str) -> dict:
+        return rows.setdefault(
+            (name, kind),
+            {"name": name, "kind": kind, "calls": 0, "cpu": 0.0, "self_cpu": 0.0, "device": 0.0},
+        )
+
+    for f in fwds:
+        device_of_call: dict[int, float] = {}
+        for d in f.device_events:
+            device_of_call[d.correlation] = device_of_call.get(d.correlation, 0.0) + d.dur
+        stack: list[tuple] = []  # (event, its row) of the ops that enclose the current event
+        for e in f.cpu_events:
+            while stack and not stack[-1][0].contains(e):
+                stack.pop()
+            if stack:  # time spent in a child is not its direct parent's self time
+                stack[-1][1]["self_cpu"] -= e.dur
+            if e.cat in RUNTIME_CATEGORIES and e.correlation is not None:
+                for _, r in stack:  # device work counts for every op that encloses its launch
+                    r["device"] += device_of_call.get(e.correlation, 0.0)
+            if e.cat == "cpu_op":
+                r = row(e.name, "op")
+                r["calls"] += 1
+                r["cpu"] += e.dur
+                r["self_cpu"] += e.dur
+                stack.append((e, r))
+            else:
+                stack.append((e, {"self_cpu": 0.0, "device": 0.0}))
+        for d in f.device_events:
+            r = row(d.name, d.cat)
+            r["calls"] += 1
+            r["device"] += d.dur
+    n = max(len(fwds), 1)
+    for r in rows.values():
+        for key in ("calls", "cpu", "self_cpu", "device"):
+            r[key] /= n
+    return list(rows.values())
+
+
+def markdown_table(fwds: list[Forward], on_device: bool, rows: int = ROWS) -> str:
+    """The top rows per range as Markdown: by device time where there is a device, else CPU time."""
+    found = aggregate(fwds)
+    key = "device" if on_device else "cpu"
+    found.sort(key=lambda r: (r[key], r["cpu"]), reverse=True)
+    header = ["Name", "Calls", "CPU total", "Self CPU"] + (["Device"] if on_device else [])
     lines = [
         "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+        "|---|" + "---:|" * (len(header) - 1),
     ]
-    for a in averages:
-        name = a.key.replace("|", "\\|")
-        row = [f"`{name}`", _ms(a.self_cpu_time_total), _ms(a.cpu_time_total), _ms(a.cpu_time)]
-        if on_gpu:
-            row += [_ms(a.self_device_time_total), _ms(a.device_time_total), _ms(a.device_time)]
-        row.append(str(a.count))
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    for r in found[:rows]:
+        name = r["name"].replace("|", "\\|")
+        if r["kind"] in DEVICE_CATEGORIES:
+            cells = [f"`{name}` <small>({r['kind']})</small>", f"{r['calls']:g}", "–", "–"]
+        else:
+            cells = [f"`{name}`", f"{r['calls']:g}", _time(r["cpu"]), _time(r["self_cpu"])]
+        if on_device:
+            cells.append(_time(r["device"]) if r["device"] else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    per = f"per `{fwds[0].range.name}` range" if fwds else "per range"
+    return "\n".join(lines) + f"\n\n<small>Mean {per}, computed from the trace.</small>\n"

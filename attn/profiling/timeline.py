@@ -1,4 +1,9 @@
-"""Draw one forward of a trace as a timeline picture: the CPU lane and one lane per GPU stream."""
+"""Draw one range of a trace as a timeline: CPU rows by nesting depth, then one row per GPU stream.
+
+Drawn at the width the site shows it (7.2 in, about 690 px), so its text stays readable there. Idle
+stretches where nothing runs on any row (a long wait between a launch and its kernel) are cut
+short and marked, so they do not squeeze everything else into a sliver.
+"""
 
 from __future__ import annotations
 
@@ -11,45 +16,77 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from attn.profiling.trace import LAUNCH_CATEGORIES, Event, Forward, depths, forwards  # noqa: E402
+from attn.profiling.trace import (  # noqa: E402
+    DEVICE_CATEGORIES,
+    MEMCPY,
+    RUNTIME_CATEGORIES,
+    Event,
+    Forward,
+    depths,
+    forwards,
+    runtime_kind,
+)
 
+WIDTH_IN = 7.2  # the page's content width: text drawn at 8.5 pt shows at about 11 px
+FONT_PT = 8.5
+ROW_HEIGHT_IN = 0.32
 COPY_COLOR = "#d62728"  # clones, copies and Memcpys: what the naive-vs-in-place lesson is about
 RANGE_COLOR = "#9e9e9e"
-LAUNCH_COLOR = "#ff9f1c"
-PALETTE = ["#4e79a7", "#59a14f", "#76b7b2", "#b07aa1", "#9c755f", "#edc948", "#86bcb6", "#8cd17d"]
-ROW_HEIGHT_IN = 0.34
-MIN_WIDTH_FRACTION = 0.002  # like Perfetto's one-pixel minimum, so a short copy stays visible
+RUNTIME_COLORS = {
+    "launch": ("#ff9f1c", "kernel launch"),
+    "synchronize": ("#8e6c8a", "synchronize"),
+    "allocate": ("#9c755f", "allocate / free"),
+    "memcpy": ("#f1a3c0", "memcpy / memset call"),
+    "other": ("#c7c7c7", "other runtime call"),
+}
+PALETTE = ["#4e79a7", "#59a14f", "#76b7b2", "#b07aa1", "#edc948", "#86bcb6", "#8cd17d", "#a0cbe8"]
+MIN_WIDTH_FRACTION = (
+    0.003  # like a trace viewer's one-pixel minimum, so a short event stays visible
+)
+GAP_FRACTION = 0.15  # idle stretches longer than this share of the range are cut short
+GAP_DRAWN = 0.03  # ... to this share of the drawing
 
 
 def is_copy(e: Event) -> bool:
-    return e.name in ("aten::clone", "aten::copy_") or e.cat == "gpu_memcpy"
+    if e.cat == MEMCPY or e.name == "aten::clone":
+        return True
+    # A copy_ of a 0-dim tensor (a Python number wrapped by `q * scale`) is not the lesson's copy.
+    return e.name == "aten::copy_" and (e.args.get("Input Dims") or [[1]])[0] != []
 
 
 def color(e: Event) -> str:
     if is_copy(e):
         return COPY_COLOR
-    if e.cat == "user_annotation":
+    if e.cat in ("user_annotation", "gpu_user_annotation"):
         return RANGE_COLOR
-    if e.cat in LAUNCH_CATEGORIES:
-        return LAUNCH_COLOR
+    if e.cat in RUNTIME_CATEGORIES:
+        return RUNTIME_COLORS[runtime_kind(e.name)][0]
     return PALETTE[zlib.crc32(e.name.encode()) % len(PALETTE)]
 
 
 def short_name(name: str) -> str:
     """`void at::native::foo_kernel<...>(...)` -> `foo_kernel`; `aten::mul` -> `mul`."""
     name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
-    return re.split(r"[<(]", name)[0].strip().split("::")[-1]
+    return re.split(r"[<(]", name)[0].strip().split("::")[-1] or name[:20]
 
 
-def label(e: Event, width_us: float, us_per_char: float) -> str | None:
+def label(e: Event, width: float, per_char: float) -> str | None:
     """The event's name, shortened or cut so it fits inside its bar, or None."""
-    fits = int(width_us / us_per_char)
+    fits = int(width / per_char)
     for text in (e.name, short_name(e.name)):
         if len(text) <= fits:
             return text
     short = short_name(e.name)
-    return short[: fits - 1] + "…" if fits >= 6 else None
+    return short[: fits - 1] + "…" if fits >= 5 else None
+
+
+def _number(x) -> tuple:
+    """Sort key that orders stream 7 before stream 20 (ids may be ints or strings)."""
+    text = str(x)
+    digits = re.findall(r"\d+", text)
+    return (0, int(digits[-1]), text) if digits else (1, 0, text)
 
 
 def lanes(forward: Forward) -> list[tuple[str, list[Event]]]:
@@ -62,75 +99,125 @@ def lanes(forward: Forward) -> list[tuple[str, list[Event]]]:
     streams: dict[tuple, list[Event]] = {}
     for e in forward.device_events:
         streams.setdefault((e.pid, e.tid), []).append(e)
-    for (pid, tid), evts in sorted(streams.items(), key=lambda kv: str(kv[0])):
-        result.append((f"GPU {pid} stream {tid}", evts))
+    for pid, tid in sorted(streams, key=lambda k: (_number(k[0]), _number(k[1]))):
+        result.append((f"GPU {_number(pid)[1]} stream {_number(tid)[1]}", streams[(pid, tid)]))
     return result
 
 
-def draw_timeline(trace: dict, title: str, path: Path, forward_index: int | None = None) -> None:
-    """Write a picture (SVG, or PNG by suffix) of one `attn_fwd` forward (the middle one by default) of the trace."""
-    fwds = forwards(trace)
+class TimeAxis:
+    """Maps trace time to drawing position, with long idle stretches cut short."""
+
+    def __init__(self, busy: list[tuple[float, float]]) -> None:
+        busy = sorted(busy)
+        self.t0 = busy[0][0]
+        self.span = max(max(end for _, end in busy) - self.t0, 1e-3)
+        self.gaps: list[tuple[float, float]] = []  # idle stretches that are cut short
+        reach = busy[0][1]
+        for start, end in busy[1:]:
+            if start - reach > GAP_FRACTION * self.span:
+                self.gaps.append((reach, start))
+            reach = max(reach, end)
+        # Pieces of time (t_a, t_b) and where they are drawn (x_a, x_b): gaps drawn narrow.
+        self.pieces, t, x = [], self.t0, 0.0
+        for start, end in self.gaps:
+            self.pieces.append((t, start, x, x + start - t))
+            x += start - t
+            self.pieces.append((start, end, x, x + GAP_DRAWN * self.span))
+            t, x = end, x + GAP_DRAWN * self.span
+        self.pieces.append((t, self.t0 + self.span, x, x + self.t0 + self.span - t))
+        self.width = self.pieces[-1][3]
+
+    def x(self, t: float) -> float:
+        """Position of time t in the drawing."""
+        for t_a, t_b, x_a, x_b in self.pieces:
+            if t <= t_b:
+                return x_a + (x_b - x_a) * (t - t_a) / max(t_b - t_a, 1e-9)
+        return self.width
+
+    def segments(self) -> list[tuple[float, float]]:
+        """The uncut stretches of time, in order."""
+        return [(t_a, t_b) for i, (t_a, t_b, _, _) in enumerate(self.pieces) if i % 2 == 0]
+
+
+def draw_timeline(
+    trace: dict,
+    title: str,
+    path: Path,
+    *,
+    range_name: str | None = None,
+    forward_index: int | None = None,
+) -> None:
+    """Write a picture (SVG, or PNG by suffix) of one range (the middle one by default)."""
+    fwds = forwards(trace, range_name)
     forward = fwds[len(fwds) // 2 if forward_index is None else forward_index]
     rows = lanes(forward)
-    t0 = min([forward.range.ts] + [e.ts for e in forward.device_events])
-    t1 = max([forward.range.end] + [e.end for e in forward.device_events])
-    span = max(t1 - t0, 1e-3)
+    drawn = [e for _, evts in rows for e in evts]
+    axis = TimeAxis([(e.ts, e.end) for e in drawn])
 
     plt.rcParams.update(
-        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": 8}
+        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": FONT_PT}
     )
-    fig_w = 11.0
-    fig, ax = plt.subplots(figsize=(fig_w, 1.2 + ROW_HEIGHT_IN * len(rows)))
-    us_per_char = span / (fig_w * 0.85 * 72 / 4.6)  # about 4.6 pt per character at 7 pt
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.5 + ROW_HEIGHT_IN * len(rows)))
+    per_char = axis.width / (WIDTH_IN * 0.8 * 72 / (FONT_PT * 0.58))  # drawing µs per character
 
     for row, (_, evts) in enumerate(rows):
         y = len(rows) - 1 - row
-        for e in evts:
-            width = max(e.dur, span * MIN_WIDTH_FRACTION)
-            ax.broken_barh(
-                [(e.ts - t0, width)],
-                (y + 0.1, 0.8),
-                facecolors=color(e),
-                edgecolor="white",
-                linewidth=0.3,
-            )
-            text = label(e, e.dur, us_per_char)
+        spans = [(axis.x(e.ts), axis.x(e.end)) for e in evts]
+        ax.broken_barh(  # one collection per row: traces with thousands of events stay quick
+            [(x0, max(x1 - x0, axis.width * MIN_WIDTH_FRACTION)) for x0, x1 in spans],
+            (y + 0.08, 0.84),
+            facecolors=[color(e) for e in evts],
+            edgecolor="white",
+            linewidth=0.3,
+        )
+        for e, (x0, x1) in zip(evts, spans, strict=True):
+            text = label(e, x1 - x0, per_char)
             if text:
                 ax.text(
-                    e.ts - t0 + e.dur / 2,
-                    y + 0.5,
-                    text,
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="white" if is_copy(e) else "black",
-                    clip_on=True,
-                )
+                    (x0 + x1) / 2, y + 0.5, text, ha="center", va="center", fontsize=FONT_PT,
+                    color="white" if is_copy(e) else "black", clip_on=True,
+                )  # fmt: skip
 
-    n_cpu = sum(1 for _, evts in rows if evts[0].cat not in ("kernel", "gpu_memcpy", "gpu_memset"))
+    for start, end in axis.gaps:
+        x = axis.x(start)
+        ax.axvspan(x, x + GAP_DRAWN * axis.span, color="#eeeeee", zorder=0)
+        ax.text(
+            x + GAP_DRAWN * axis.span / 2, len(rows) + 0.05, f"+{end - start:,.0f} µs idle",
+            ha="center", va="bottom", fontsize=FONT_PT - 1, color="#555555",
+        )  # fmt: skip
+
+    n_cpu = sum(1 for _, evts in rows if evts[0].cat not in DEVICE_CATEGORIES)
     if n_cpu < len(rows):
         ax.axhline(len(rows) - n_cpu, color="black", linewidth=0.8)
     ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], [t for t, _ in rows])
     ax.tick_params(axis="y", length=0)
-    ax.set_ylim(0, len(rows))
-    ax.set_xlim(0, span * 1.01)
-    ax.set_xlabel("microseconds since the forward started")
-    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_ylim(0, len(rows) + (0.6 if axis.gaps else 0))
+    ax.set_xlim(0, axis.width * 1.01)
+    ticks = []
+    for start, end in axis.segments():
+        for t in MaxNLocator(nbins=max(2, int(6 * (end - start) / axis.span))).tick_values(
+            start - axis.t0, end - axis.t0
+        ):
+            if start - axis.t0 <= t <= end - axis.t0:
+                ticks.append((axis.x(t + axis.t0), f"{t:,.0f}"))
+    ax.set_xticks([x for x, _ in ticks], [t for _, t in ticks])
+    ax.set_xlabel(f"µs since the {forward.range.name} range began")
+    ax.set_title(title, loc="left", fontsize=FONT_PT + 1.5)
     ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    legend = [Patch(color=COPY_COLOR, label="clone / copy_ / Memcpy")]
-    if forward.device_events:
-        legend.append(Patch(color=LAUNCH_COLOR, label="kernel launch (CPU side)"))
-    ax.legend(
-        handles=legend,
-        loc="upper right",
-        bbox_to_anchor=(1.0, 1.0 + 0.5 / len(rows)),
-        fontsize=7,
-        frameon=False,
-        ncol=len(legend),
-    )
-    fig.tight_layout()
+
+    legend = []
+    if any(is_copy(e) for e in drawn):
+        legend.append(Patch(color=COPY_COLOR, label="copy of the scores"))
+    kinds = {runtime_kind(e.name) for e in drawn if e.cat in RUNTIME_CATEGORIES}
+    legend += [Patch(color=c, label=text) for k, (c, text) in RUNTIME_COLORS.items() if k in kinds]
+    if legend:
+        fig.legend(
+            handles=legend, loc="lower left", ncol=min(len(legend), 3), fontsize=FONT_PT,
+            frameon=False, bbox_to_anchor=(0.0, 0.0),
+        )  # fmt: skip
+    fig.tight_layout(rect=(0, 0.06 * (1 + (len(legend) > 3)) if legend else 0, 1, 1))
     # No date in the file, so an unchanged picture stays unchanged in git.
-    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None, dpi=110)
+    fig.savefig(path, metadata={"Date": None} if Path(path).suffix == ".svg" else None, dpi=110)
     plt.close(fig)

@@ -1,7 +1,7 @@
 """Time our custom kernels against SDPA and the in-place baseline, side by side in one run.
 
-    python -m attn.benchmark --out profiles            # this machine's device, default grid
-    python -m attn.benchmark --device cpu --seqs 2048 4096 --head-dims 64 --causal-only
+    python -m attn.profiling.benchmark --out profiles            # this machine's device, default grid
+    python -m attn.profiling.benchmark --device cpu --seqs 2048 4096 --head-dims 64 --causal-only
 
 Writes `<out>/<hardware>/benchmark.json` (rows {variant, seq, head_dim, is_causal, dtype, time_us,
 tflops}) and `benchmark.svg`, and prints each custom variant's time as a ratio of sdpa_flash's,
@@ -23,7 +23,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import attn  # noqa: E402
-from attn.profiling.artifacts import write_rows  # noqa: E402
+from attn.profiling.atomic import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
 from attn.profiling.timing import time_interleaved  # noqa: E402
@@ -94,6 +94,8 @@ def run(device: str, seqs, head_dims, causals, names, repeats: int, console: Con
                     rows.append(
                         {
                             "variant": name,
+                            "batch": config.batch,
+                            "heads": config.heads,
                             "seq": seq,
                             "head_dim": head_dim,
                             "is_causal": is_causal,
@@ -107,7 +109,7 @@ def run(device: str, seqs, head_dims, causals, names, repeats: int, console: Con
 
 
 def ratios(rows: list[dict]) -> list[dict]:
-    """Each non-baseline variant's time over sdpa_flash's for the same configuration."""
+    """Each custom kernel's row with its time over sdpa_flash's for the same configuration."""
     key = lambda r: (r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
     flash = {key(r): r["time_us"] for r in rows if r["variant"] == BASELINE}
     return [
@@ -115,6 +117,13 @@ def ratios(rows: list[dict]) -> list[dict]:
         for r in rows
         if r["variant"].startswith("custom_") and key(r) in flash
     ]
+
+
+def with_ratios(rows: list[dict]) -> list[dict]:
+    """All rows, the custom kernels' with `ratio_to_flash`, so readers need no code to get it."""
+    key = lambda r: (r["variant"], r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+    ratio = {key(r): r["ratio_to_flash"] for r in ratios(rows)}
+    return [{**r, "ratio_to_flash": ratio[key(r)]} if key(r) in ratio else r for r in rows]
 
 
 def plot(rows: list[dict], title: str, path: Path) -> None:
@@ -155,12 +164,13 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     folder = Path(out_root) / hardware_slug(device)
     config = default_config(device)
     title = f"Forward time on {device_name(device)} ({config.dtype}, {torch.get_num_threads()} CPU threads)"
+    rows = with_ratios(rows)
     return write_rows(folder, "benchmark", rows, lambda p: plot(rows, title, p))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m attn.benchmark", description=__doc__.splitlines()[0]
+        prog="python -m attn.profiling.benchmark", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--out", type=Path, default=Path("profiles"))
     parser.add_argument("--device", default=default_device())

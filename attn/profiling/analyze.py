@@ -1,0 +1,104 @@
+"""From a trace to a variant folder: summary, tables, timeline and the scrubbed trace.
+
+Every trace takes this path, whether our harness recorded it, an example wrote it, or a reader
+brings it: one parser, one writer. Measuring reads the raw trace; the published copy is scrubbed
+afterwards, so scrubbing can never change a count or a claim.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from attn.profiling import layout
+from attn.profiling.atomic import atomic_folder, write_json
+from attn.profiling.claims import Evidence, evaluate
+from attn.profiling.scrub import scrub_trace
+from attn.profiling.table import markdown_table
+from attn.profiling.timeline import draw_timeline
+from attn.profiling.trace import Forward, forwards, load_trace, per_forward
+
+
+def device_name_of(trace: dict) -> str | None:
+    """The GPU's name as the trace records it (deviceProperties), or None."""
+    props = trace.get("deviceProperties") or []
+    return props[0].get("name") if props and isinstance(props[0], dict) else None
+
+
+def summarize(
+    trace: dict,
+    *,
+    variant: str | None = None,
+    device_type: str | None = None,
+    range_name: str | None = None,
+    base: dict | None = None,
+) -> tuple[dict, list[Forward]]:
+    """The summary of a trace (per-range counts and times, their means, claims) and its ranges."""
+    measured = per_forward(trace, range_name)
+    on_device = measured["kernels_per_forward"] is not None
+    device_type = device_type or ("cuda" if on_device else "cpu")
+    summary = {**(base or {}), "available": True, "device_type": device_type, **measured}
+    fwds = forwards(trace, range_name)
+    if variant is not None:
+        summary["claims"] = evaluate(variant, device_type, Evidence(summary, fwds))
+    return summary, fwds
+
+
+def write_artifacts(
+    trace: dict,
+    folder: Path,
+    *,
+    variant: str | None = None,
+    base: dict | None = None,
+    device_type: str | None = None,
+    range_name: str | None = None,
+    table_txt: str | None = None,
+) -> dict:
+    """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary."""
+    summary, fwds = summarize(
+        trace, variant=variant, device_type=device_type, range_name=range_name, base=base
+    )
+    published = scrub_trace(trace)
+    name = summary.get("variant") or Path(folder).name
+    where = summary.get("device_name") or summary["device_type"]
+    with atomic_folder(Path(folder)) as out:
+        with gzip.open(out / layout.TRACE, "wt", compresslevel=9) as f:
+            json.dump(published, f)
+        on_device = summary["kernels_per_forward"] is not None
+        (out / layout.TABLE_MD).write_text(markdown_table(fwds, on_device))
+        if table_txt is not None:
+            (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")
+        title = f"{name} on {where}: one {summary['range']}"
+        draw_timeline(published, title, out / layout.TIMELINE, range_name=range_name)
+        (out / layout.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def recheck(root: Path, write: bool = True) -> list[dict]:
+    """Re-evaluate the claims of every committed trace under root; update summaries that differ.
+
+    Runs nothing: a new claim reaches every hardware set whose traces are committed. Returns one
+    row per summary whose claims differ: {path, before, after}; with write=False, changes nothing.
+    """
+    changed = []
+    for hw in layout.hardware_dirs(root):
+        for vdir in layout.variant_dirs(hw):
+            path = vdir / layout.SUMMARY
+            summary = json.loads(path.read_text())
+            if not summary.get("available") or not (vdir / layout.TRACE).is_file():
+                continue
+            trace = load_trace(vdir / layout.TRACE)
+            fresh, _ = summarize(
+                trace,
+                variant=summary["variant"],
+                device_type=summary["device_type"],
+                range_name=summary.get("range"),
+            )
+            if fresh.get("claims") != summary.get("claims"):
+                changed.append(
+                    {"path": path, "before": summary.get("claims"), "after": fresh["claims"]}
+                )
+                if write:
+                    write_json(path, {**summary, "claims": fresh["claims"]})
+    return changed

@@ -1,0 +1,112 @@
+"""Writes that a reader, a crash or a second run never sees half done.
+
+Files are written under a unique scratch name and renamed over the target. A folder is built as a
+scratch folder `.<name>.<pid>.<random>` beside its target and swapped in whole; scratch left by a
+run that was killed is removed by the next run (its process is gone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+
+def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call `write` on a scratch file of its own beside `path`, then rename it over `path`.
+
+    Each call has a unique scratch name, so concurrent writers never share one; the last rename
+    wins and a reader sees one whole file or the other.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(
+        prefix=f".{path.stem}.{os.getpid()}.", suffix=path.suffix, dir=path.parent
+    )
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_json(path: Path, data) -> Path:
+    """Write JSON atomically."""
+    return replace_file(path, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_scratch(folder: Path) -> list[Path]:
+    """Remove scratch files and folders (`.<name>.<pid>.<random>`) whose process has ended."""
+    removed = []
+    if not Path(folder).is_dir():
+        return removed
+    for p in Path(folder).iterdir():
+        parts = p.name.split(".")
+        if not (p.name.startswith(".") and len(parts) >= 4 and parts[2].isdigit()):
+            continue
+        if _alive(int(parts[2])):
+            continue
+        if p.is_dir():
+            if parts[3].startswith("old"):  # killed mid-swap: the previous set goes back
+                for kept in p.iterdir():
+                    if not (p.parent / kept.name).exists():
+                        kept.rename(p.parent / kept.name)
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_folder(dest: Path) -> Iterator[Path]:
+    """Yield a scratch folder beside `dest`; on success it replaces `dest`, on failure it vanishes.
+
+    The swap is two renames (dest -> old, scratch -> dest); killed between them, the previous set
+    is in the `.old` scratch folder, which the next run puts back if dest is missing.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(dest.parent)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", dir=dest.parent))
+    try:
+        yield scratch
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.old", dir=dest.parent))
+    try:
+        if dest.exists():
+            dest.rename(old / dest.name)
+        scratch.rename(dest)
+    except BaseException:
+        if not dest.exists() and (old / dest.name).exists():
+            (old / dest.name).rename(dest)  # put the previous set back
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_rows(folder: Path, stem: str, rows: list[dict], draw: Callable[[Path], None]) -> Path:
+    """Write `<stem>.json` (the rows) and `<stem>.svg` (drawn by `draw`) into folder, atomically."""
+    replace_file(folder / f"{stem}.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n"))
+    replace_file(folder / f"{stem}.svg", draw)
+    return folder

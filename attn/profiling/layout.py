@@ -1,0 +1,104 @@
+"""The artifact contract: every path and file name under `profiles/`, and each set's manifest.
+
+    <root>/<hardware>/index.json             the manifest: variants, their files, shape and stamp
+    <root>/<hardware>/environment.json       device, CPU, versions, date, commit
+    <root>/<hardware>/overview.svg           time per forward of every variant there
+    <root>/<hardware>/{scaling,benchmark}.{json,svg}
+    <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
+    <root>/<hardware>/diff/<a>__<b>.json
+
+Folders whose names start with `.` are scratch space of a run in progress and never part of a set.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from attn.profiling.atomic import write_json
+
+MANIFEST = "index.json"
+ENVIRONMENT = "environment.json"
+OVERVIEW = "overview.svg"
+FIGURES = ("scaling", "benchmark")
+SUMMARY = "summary.json"
+TRACE = "trace.json.gz"
+TABLE_TXT = "table.txt"
+TABLE_MD = "table.md"
+TIMELINE = "timeline.svg"
+VIEWER = "viewer.png"
+VARIANT_FILES = (SUMMARY, TRACE, TABLE_TXT, TABLE_MD, TIMELINE, VIEWER)
+DIFF_DIR = "diff"
+
+
+def hardware_dir(root: Path, hardware: str) -> Path:
+    return Path(root) / hardware
+
+
+def variant_dir(root: Path, hardware: str, variant: str) -> Path:
+    return Path(root) / hardware / variant
+
+
+def is_scratch(path: Path) -> bool:
+    return path.name.startswith(".")
+
+
+def variant_dirs(hardware_folder: Path) -> list[Path]:
+    """The variant folders of a set: those holding a summary, scratch folders left out."""
+    return sorted(
+        p
+        for p in Path(hardware_folder).iterdir()
+        if p.is_dir() and not is_scratch(p) and (p / SUMMARY).is_file()
+    )
+
+
+def hardware_dirs(root: Path) -> list[Path]:
+    """The hardware sets under root: folders with a manifest or an environment."""
+    if not Path(root).is_dir():
+        return []
+    return sorted(
+        p
+        for p in Path(root).iterdir()
+        if p.is_dir()
+        and not is_scratch(p)
+        and ((p / MANIFEST).is_file() or (p / ENVIRONMENT).is_file())
+    )
+
+
+def manifest(hardware_folder: Path) -> dict:
+    """The manifest of a set, built from what is there: each variant's files, shape and stamp."""
+    folder = Path(hardware_folder)
+    env_path = folder / ENVIRONMENT
+    env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+    variants = {}
+    for vdir in variant_dirs(folder):
+        summary = json.loads((vdir / SUMMARY).read_text())
+        variants[vdir.name] = {
+            "available": bool(summary.get("available")),
+            "files": [f for f in VARIANT_FILES if (vdir / f).is_file()],
+            "shape": summary.get("shape"),
+            "dtype": summary.get("dtype"),
+            "is_causal": summary.get("is_causal"),
+            "stamp": summary.get("stamp"),
+        }
+    shapes = {
+        json.dumps([v["shape"], v["dtype"], v["is_causal"]])
+        for v in variants.values()
+        if v["available"]
+    }
+    return {
+        "hardware": folder.name,
+        "device_name": env.get("device_name"),
+        "device_type": env.get("device_type"),
+        "one_shape": len(shapes) <= 1,  # False: rows were profiled at different shapes
+        "variants": variants,
+        "figures": [f for f in FIGURES if (folder / f"{f}.svg").is_file()],
+        "overview": (folder / OVERVIEW).is_file(),
+        "diffs": sorted(p.name for p in (folder / DIFF_DIR).glob("*.json"))
+        if (folder / DIFF_DIR).is_dir()
+        else [],
+    }
+
+
+def write_manifest(hardware_folder: Path) -> Path:
+    return write_json(Path(hardware_folder) / MANIFEST, manifest(hardware_folder))

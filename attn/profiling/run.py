@@ -1,0 +1,144 @@
+"""Profile on this machine into `<out>/<hardware>/`: a variant run here, or an example's own trace.
+
+Either way the trace goes through `analyze.write_artifacts`; a variant that cannot run here gets a
+summary that says why. After each run the set's environment, overview and manifest are rewritten.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from attn.profiling import layout
+from attn.profiling.analyze import write_artifacts
+from attn.profiling.atomic import atomic_folder, write_json
+from attn.profiling.capture import capture
+from attn.profiling.config import ProfileConfig
+from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
+from attn.profiling.overview import write_overview
+from attn.profiling.trace import load_trace
+from attn.variant import Variant
+
+
+class ProfilingError(RuntimeError):
+    """Profiling one variant failed; its previous artifacts are left as they were."""
+
+
+def why_not_here(variant: Variant, config: ProfileConfig) -> str | None:
+    """Why the variant cannot run this config (device, dtype, head_dim), or None."""
+    reason = variant.why_unavailable(config.device, config.torch_dtype)
+    if reason is None and variant.head_dims and config.head_dim not in variant.head_dims:
+        dims = " or ".join(str(d) for d in variant.head_dims)
+        reason = f"the kernel takes head_dim {dims}, not {config.head_dim}"
+    return reason
+
+
+def base_summary(variant: Variant, config: ProfileConfig) -> dict:
+    """What every summary of a run here says about the variant, the machine and the inputs."""
+    return {
+        "variant": variant.name,
+        "title": variant.title,
+        "lesson": variant.lesson,
+        "hardware": hardware_slug(config.device),
+        "device_name": device_name(config.device),
+        "device_type": "cuda" if is_gpu(config.device) else "cpu",
+        "torch_version": torch.__version__,
+        "dtype": config.dtype,
+        "shape": config.shape(),
+        "is_causal": config.is_causal,
+        "stamp": stamp(),
+    }
+
+
+def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
+    with atomic_folder(folder) as out:
+        write_json(out / layout.SUMMARY, {**base, "available": False, "reason": reason})
+
+
+def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> Path:
+    """Profile `variant` here under `config` into `<out>/<hardware>/<variant>/`; returns it."""
+    base = base_summary(variant, config)
+    folder = layout.variant_dir(out_root, base["hardware"], variant.name)
+    try:
+        reason = why_not_here(variant, config)
+        if reason is not None:
+            _record_unavailable(folder, base, reason)
+            return folder
+        trace, table = capture(variant, config)
+        write_artifacts(
+            trace,
+            folder,
+            variant=variant.name,
+            base=base,
+            device_type=base["device_type"],
+            table_txt=table,
+        )
+    except Exception as exc:
+        raise ProfilingError(
+            f"profiling {variant.name} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return folder
+
+
+def example_flags(config: ProfileConfig) -> list[str]:
+    """The flags that make an example run exactly `config` (every value spelled out)."""
+    flags = [
+        "--device", config.device, "--batch", str(config.batch), "--heads", str(config.heads),
+        "--seq", str(config.seq_q), "--seq-k", str(config.seq_k),
+        "--head-dim", str(config.head_dim), "--dtype", config.dtype,
+    ]  # fmt: skip
+    return flags + ([] if config.is_causal else ["--no-causal"])
+
+
+def profile_example(
+    variant: Variant, script: Sequence[str], config: ProfileConfig, out_root: Path
+) -> Path:
+    """Run an example script (`[path, its own flags...]`) with `config`, then analyse the trace it
+    wrote into `<out>/<hardware>/<variant>/`. The numbers published are those of that very trace."""
+    base = base_summary(variant, config)
+    folder = layout.variant_dir(out_root, base["hardware"], variant.name)
+    reason = why_not_here(variant, config)
+    if reason is not None:
+        _record_unavailable(folder, base, reason)
+        return folder
+    with tempfile.TemporaryDirectory(prefix="attn-example-") as scratch:
+        command = [sys.executable, *script, *example_flags(config), "--out", scratch]
+        done = subprocess.run(command, capture_output=True, text=True)
+        written = Path(scratch) / variant.name
+        if done.returncode != 0 or not (written / layout.TRACE).is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise ProfilingError(
+                f"{' '.join(script)} exited with {done.returncode} and no {variant.name}/"
+                f"{layout.TRACE}: {tail[0]}"
+            )
+        table = (
+            (written / layout.TABLE_TXT).read_text()
+            if (written / layout.TABLE_TXT).is_file()
+            else None
+        )
+        try:
+            write_artifacts(
+                load_trace(written / layout.TRACE),
+                folder,
+                variant=variant.name,
+                base=base,
+                device_type=base["device_type"],
+                table_txt=table,
+            )
+        except Exception as exc:
+            raise ProfilingError(f"analysing {variant.name}'s trace failed: {exc}") from exc
+    return folder
+
+
+def finish_set(out_root: Path, device: str) -> Path:
+    """Rewrite the set's environment.json, overview.svg and index.json after a run."""
+    folder = layout.hardware_dir(out_root, hardware_slug(device))
+    write_json(folder / layout.ENVIRONMENT, environment(device))
+    write_overview(folder)
+    layout.write_manifest(folder)
+    return folder
