@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,17 +55,20 @@ def device(text: str) -> str:
 
 
 def out_folder(text: str) -> Path:
-    """An argparse type: a folder that exists or can be made, and can be written."""
+    """An argparse type: a folder that exists or can be made, and can be written (tried here)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty; give a folder such as profiles")
     path = Path(text)
-    probe = path
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise argparse.ArgumentTypeError(f"{probe} is a file, not a folder")
-    if not os.access(probe, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{probe} cannot be written here")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except FileExistsError:
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder") from None
+    except OSError as e:
+        if isinstance(e, NotADirectoryError):
+            raise argparse.ArgumentTypeError(f"{text}: a part of it is a file, not a folder") from None
+        raise argparse.ArgumentTypeError(f"{text} cannot be written here ({e.strerror})") from None
     return path
 
 

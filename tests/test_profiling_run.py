@@ -1,4 +1,4 @@
-"""The harness's artifact folder: files, contents, scrubbing, atomic replacement."""
+"""A profile run's artifact folder: files, contents, scrubbing, atomic replacement, the manifest."""
 
 import getpass
 import gzip
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import attn
-from attn.profiling import ProfileConfig, ProfilingError, profile_variant, write_environment
-from attn.profiling import artifacts as artifacts_module
+from attn.profiling import ProfileConfig, ProfilingError, finish_set, profile_variant
+from attn.profiling import analyze as analyze_module
+from attn.profiling import run as run_module
 from attn.profiling.scrub import scrub_trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -28,7 +29,12 @@ SUMMARY_FIELDS = {
     "device_time_us",
     "ops_per_forward",
     "kernels_per_forward",
+    "memcpy_per_forward",
+    "memset_per_forward",
     "kernels",
+    "peak_memory_bytes",
+    "ranges",
+    "stamp",
 }
 
 
@@ -50,6 +56,9 @@ def test_summary_has_the_contract_fields(naive_folder):
     assert s["shape"] == {"batch": 1, "heads": 2, "seq_q": 64, "seq_k": 64, "head_dim": 32}
     assert s["device_time_us"] is None and s["kernels_per_forward"] is None
     assert s["cpu_time_us"] > 0 and s["ops_per_forward"] >= 10
+    # Peak from the trace's memory events: at least the scores and their masked copy.
+    assert s["peak_memory_bytes"] >= 2 * 1 * 2 * 64 * 64 * 4
+    assert len(s["ranges"]) == 3 and s["ranges"][0]["name"] == "attn_fwd"
 
 
 def test_tables_are_the_profilers(naive_folder):
@@ -76,22 +85,48 @@ def test_scrub_removes_names_and_paths_but_keeps_words():
     trace = {
         "host_name": "box7",
         "traceName": "/home/ann/p/trace.json",
+        "distributedInfo": {"hostname": "box7", "rank": 0},
         "traceEvents": [
-            {"name": "device on box7", "args": {"file": "/home/ann/p/a.py", "who": "ann"}}
+            {"name": "device on box7", "args": {"file": "/home/ann/p/a.py", "who": "ann"}},
+            {
+                "name": "triton_poi_fused_0",
+                "args": {"kernel_file": "/tmp/torchinductor_ann/ab/cx.py"},
+            },
         ],
     }
     clean = scrub_trace(trace, paths=["/home/ann"], names=["box7", "ann"])
     text = json.dumps(clean)
-    assert "box7" not in text and "/home/ann" not in text and '"ann"' not in text
-    assert "device on" in text and "host_name" not in clean
+    assert "/home/ann" not in text and "torchinductor_ann" not in text
+    assert "/tmp/torchinductor_<redacted>/ab/cx.py" in text  # the cache path keeps its shape
+    assert "host_name" not in clean and "hostname" not in clean["distributedInfo"]
     assert clean["traceName"] == "trace.json"
+    # Only path-like text and host fields are touched: names and other words stay as recorded.
+    assert clean["traceEvents"][0]["name"] == "device on box7"
+    assert clean["traceEvents"][0]["args"]["who"] == "ann"
+
+
+def test_a_user_named_like_a_token_renames_no_op_or_kernel():
+    trace = {
+        "traceEvents": [
+            {"name": "cudaLaunchKernel", "cat": "cuda_runtime", "args": {}},
+            {"name": "void cuda::gemm<cuda>(cuda)", "cat": "kernel", "args": {"stream": 7}},
+            {"name": "x", "args": {"file": "/home/cuda/x.py"}},
+        ]
+    }
+    clean = scrub_trace(trace, paths=[], names=["cuda"])
+    assert [e["name"] for e in clean["traceEvents"][:2]] == [
+        "cudaLaunchKernel",
+        "void cuda::gemm<cuda>(cuda)",
+    ]
+    assert clean["traceEvents"][2]["args"]["file"] == "/home/<redacted>/x.py"
 
 
 def test_timeline_is_small_and_shows_the_copy(naive_folder):
     svg = (naive_folder / "timeline.svg").read_text()
     assert len(svg.encode()) < 300_000
     assert "naive on" in svg and "attn_fwd" in svg
-    assert "clone" in svg  # the red bar's label: the hidden copy of the scores
+    assert "#d62728" in svg  # a red bar: the hidden copy of the scores
+    assert "copy of the scores" in svg  # in the legend, since there is one
 
 
 def test_unavailable_variant_is_recorded_with_its_reason(tmp_path):
@@ -109,7 +144,7 @@ def test_failure_leaves_previous_artifacts_intact(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(artifacts_module, "draw_timeline", broken)
+    monkeypatch.setattr(analyze_module, "draw_timeline", broken)
     with pytest.raises(ProfilingError, match="inplace.*disk full"):
         profile_variant(attn.get_variant("inplace"), TINY, tmp_path)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
@@ -118,15 +153,15 @@ def test_failure_leaves_previous_artifacts_intact(tmp_path, monkeypatch):
 
 def test_first_failure_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(
-        artifacts_module, "capture", lambda *a: (_ for _ in ()).throw(RuntimeError("boom"))
+        run_module, "capture", lambda *a: (_ for _ in ()).throw(RuntimeError("boom"))
     )
     with pytest.raises(ProfilingError, match="naive"):
         profile_variant(attn.get_variant("naive"), TINY, tmp_path)
-    assert list((tmp_path / "cpu").iterdir()) == []
+    assert not (tmp_path / "cpu").exists() or list((tmp_path / "cpu").iterdir()) == []
 
 
 def test_environment_names_the_machine(tmp_path):
-    env = json.loads(write_environment(tmp_path, "cpu").read_text())
+    env = json.loads((finish_set(tmp_path, "cpu") / "environment.json").read_text())
     assert env["hardware"] == "cpu" and env["device_type"] == "cpu"
     assert env["threads"] >= 1 and env["torch_version"]
     assert env["cuda_version"] is None
@@ -143,3 +178,42 @@ def test_unsupported_head_dim_is_recorded_as_unavailable(tmp_path):
     folder = profile_variant(OnlyHeadDim64(), TINY, tmp_path)  # TINY has head_dim 32
     s = json.loads((folder / "summary.json").read_text())
     assert s["available"] is False and "head_dim 64" in s["reason"] and "32" in s["reason"]
+
+
+def test_manifest_lists_each_variant_with_its_files_and_shape(tmp_path):
+    profile_variant(attn.get_variant("naive"), TINY, tmp_path)
+    profile_variant(attn.get_variant("sdpa_cudnn"), TINY, tmp_path)
+    manifest = json.loads((finish_set(tmp_path, "cpu") / "index.json").read_text())
+    assert manifest["hardware"] == "cpu" and manifest["one_shape"] is True
+    naive = manifest["variants"]["naive"]
+    assert naive["available"] and set(naive["files"]) == FILES
+    assert naive["shape"]["seq_q"] == 64 and naive["stamp"]["torch_version"]
+    assert manifest["variants"]["sdpa_cudnn"] == {
+        **manifest["variants"]["sdpa_cudnn"],
+        "available": False,
+        "files": ["summary.json"],
+    }
+
+
+def test_a_set_of_two_shapes_says_so_and_labels_each_row(tmp_path):
+    profile_variant(attn.get_variant("naive"), TINY, tmp_path)
+    other = ProfileConfig(batch=1, heads=2, seq_q=32, seq_k=32, head_dim=32)
+    profile_variant(attn.get_variant("inplace"), other, tmp_path)
+    folder = finish_set(tmp_path, "cpu")
+    assert json.loads((folder / "index.json").read_text())["one_shape"] is False
+    svg = (folder / "overview.svg").read_text()
+    assert "seq 64" in svg and "seq 32" in svg  # each bar says its own shape
+
+
+def test_an_example_run_publishes_the_numbers_of_its_own_trace(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    folder = run_module.profile_example(
+        attn.get_variant("inplace"), [str(root / "examples/inplace_attention.py")], TINY, tmp_path
+    )
+    s = json.loads((folder / "summary.json").read_text())
+    assert s["shape"]["seq_q"] == 64 and s["forwards"] == 3
+    assert all(c["holds"] is True for c in s["claims"])
+    assert "Self CPU" in (folder / "table.txt").read_text()  # the example's own profiler table
+    raw = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))
+    range_ts = sorted(e["ts"] for e in raw["traceEvents"] if e.get("name") == "attn_fwd")
+    assert len(range_ts) == 3

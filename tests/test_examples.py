@@ -1,0 +1,160 @@
+"""The examples and attention modules as readers copy them: out of the checkout, torch only.
+
+Each example is copied with the one attention file it imports (kept at attn/<file>.py, as the page
+says) into an empty folder and run there in a fresh interpreter whose imports cannot reach this
+checkout's `attn` package, matplotlib or rich. The custom-kernel example needs the installed
+package (the kernels are compiled from it), but never attn.profiling, matplotlib or rich.
+"""
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import attn
+from attn.custom_ops import build_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "48", "--head-dim", "16"]
+
+# Run SCRIPT with ARGS as __main__, with imports fenced in. argv: HERE MODE SCRIPT ARGS...
+BOOTSTRAP = r"""
+import importlib.machinery, os, runpy, sys
+
+here, mode, script, *args = sys.argv[1:]
+blocked = ("matplotlib", "rich", "attn.profiling")
+
+
+class Fence:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in blocked):
+            raise ModuleNotFoundError(f"{name} is not importable in this test")
+        if mode == "alone" and name.split(".")[0] == "attn":
+            spec = importlib.machinery.PathFinder.find_spec(name, path or [here])
+            where = [spec.origin or ""] + list(spec.submodule_search_locations or []) if spec else []
+            if not spec or not all(str(w).startswith(here) for w in where if w):
+                raise ModuleNotFoundError(f"{name} was not copied into {here}")
+            return spec
+        return None
+
+
+sys.meta_path.insert(0, Fence())
+sys.path = [here] + [p for p in sys.path[1:] if p and os.path.abspath(p) != os.getcwd()]
+sys.argv = [script, *args]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run_copied(tmp_path: Path, script: str, files: list[str], args: list[str], mode="alone"):
+    """Copy the example and its files into tmp_path (keeping attn/ paths) and run it there."""
+    shutil.copy(ROOT / "examples" / script, tmp_path / script)
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd = [sys.executable, "-c", BOOTSTRAP, str(tmp_path), mode, script, *args]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+def assert_recorded(run, folder: Path):
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Self CPU" in run.stdout and "attn_fwd" in run.stdout  # the printed table
+    trace = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))
+    ranges = [e for e in trace["traceEvents"] if e.get("name") == "attn_fwd" and e.get("ph") == "X"]
+    assert len(ranges) == 3  # schedule(wait=1, warmup=1, active=3)
+    assert (folder / "table.txt").read_text().startswith("-")
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no scratch left
+
+
+@pytest.mark.parametrize(
+    ("script", "files", "extra", "written"),
+    [
+        ("naive_attention.py", ["attn/naive.py"], [], "naive"),
+        ("inplace_attention.py", ["attn/inplace.py"], [], "inplace"),
+        ("sdpa_attention.py", ["attn/sdpa.py"], ["--backend", "math"], "sdpa_math"),
+        (
+            "sdpa_attention.py",
+            ["attn/sdpa.py"],
+            ["--backend", "flash", "--no-causal"],
+            "sdpa_flash",
+        ),
+    ],
+)
+def test_an_example_runs_copied_out_with_its_attention_file(
+    tmp_path, script, files, extra, written
+):
+    run = run_copied(tmp_path, script, files, [*TINY, *extra])
+    assert_recorded(run, tmp_path / "runs" / written)
+
+
+@pytest.mark.skipif(
+    build_problem() is not None, reason=f"custom ops cannot be built: {build_problem()}"
+)
+def test_the_custom_kernel_example_runs_copied_out_with_the_installed_package(tmp_path):
+    run = run_copied(
+        tmp_path, "custom_kernel_attention.py", [], [*TINY, "--impl", "cpu"], mode="installed"
+    )
+    assert_recorded(run, tmp_path / "runs" / "custom_cpu")
+
+
+def test_an_example_refuses_a_backend_that_cannot_run_in_one_line(tmp_path):
+    run = run_copied(
+        tmp_path, "sdpa_attention.py", ["attn/sdpa.py"], [*TINY, "--backend", "efficient"]
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert "--backend efficient cannot run" in run.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+
+
+def test_a_bad_flag_is_named(tmp_path):
+    run = run_copied(tmp_path, "naive_attention.py", ["attn/naive.py"], ["--seq", "0"])
+    assert run.returncode == 2 and "--seq" in run.stderr and ">= 1" in run.stderr
+
+
+MODULES = {  # the file a reader copies -> (class, constructor args, registered variant)
+    "naive.py": ("NaiveAttention", (), "naive"),
+    "inplace.py": ("InPlaceAttention", (), "inplace"),
+    "sdpa.py": ("SdpaAttention", ("math",), "sdpa_math"),
+}
+SHAPES = [(1, 2, 5, 5, 8, True), (2, 1, 7, 11, 16, False), (1, 3, 9, 4, 32, True)]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_an_attention_module_copied_alone_matches_the_registered_variant(tmp_path, module):
+    cls, ctor, variant_name = MODULES[module]
+    shutil.copy(ROOT / "attn" / module, tmp_path / module)
+    gen = torch.Generator().manual_seed(0)
+    inputs = [
+        [torch.randn(b, h, s, d, generator=gen) for s in (sq, sk, sk)] + [causal]
+        for b, h, sq, sk, d, causal in SHAPES
+    ]
+    torch.save(inputs, tmp_path / "inputs.pt")
+    code = (
+        f"import torch; from {module[:-3]} import {cls}; m = {cls}(*{ctor!r})\n"
+        "ins = torch.load('inputs.pt')\n"
+        "with torch.no_grad(): outs = [m(q, k, v, is_causal=c) for q, k, v, c in ins]\n"
+        "torch.save(outs, 'outputs.pt')"
+    )
+    (tmp_path / "main.py").write_text(code)
+    run = subprocess.run(
+        [sys.executable, "-c", BOOTSTRAP, str(tmp_path), "alone", "main.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    variant = attn.get_variant(variant_name)
+    for (q, k, v, causal), out in zip(inputs, torch.load(tmp_path / "outputs.pt"), strict=True):
+        with torch.no_grad():
+            expected = variant.forward(q, k, v, is_causal=causal)
+        torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def test_the_fence_really_keeps_the_checkout_out(tmp_path):
+    """Without its attention file the copied example cannot import it: the fence holds."""
+    run = run_copied(tmp_path, "naive_attention.py", [], TINY)
+    assert run.returncode != 0 and "attn.naive was not copied" in run.stderr
