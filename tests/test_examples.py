@@ -157,4 +157,4 @@ def test_an_attention_module_copied_alone_matches_the_registered_variant(tmp_pat
 def test_the_fence_really_keeps_the_checkout_out(tmp_path):
     """Without its attention file the copied example cannot import it: the fence holds."""
     run = run_copied(tmp_path, "naive_attention.py", [], TINY)
-    assert run.returncode != 0 and "attn.naive was not copied" in run.stderr
+    assert run.returncode != 0 and "attn was not copied" in run.stderr
