@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from attn import benchmark
+from attn.profiling import benchmark
 
 
 def test_flops_count_two_matmuls_and_halve_for_causal():
@@ -42,3 +42,12 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys):
     assert all(r["time_us"] > 0 and r["tflops"] > 0 and r["is_causal"] for r in rows)
     assert "sequence length" in (tmp_path / "cpu" / "benchmark.svg").read_text()
     assert "custom_cpu" in capsys.readouterr().out
+    (custom,) = [r for r in rows if r["variant"] == "custom_cpu"]
+    (flash,) = [r for r in rows if r["variant"] == "sdpa_flash"]
+    assert custom["ratio_to_flash"] == pytest.approx(custom["time_us"] / flash["time_us"], rel=1e-2)
+    assert (custom["batch"], custom["heads"]) == (1, 8)  # the shape is stated in every row
+
+
+def test_tflops_of_a_slow_run_is_not_rounded_to_zero():
+    """On a loaded machine a tiny run can take long: its rate must stay a positive number."""
+    assert benchmark.significant(4 * 64 * 64 * 32 / 2 / 250_000.0 / 1e6) > 0

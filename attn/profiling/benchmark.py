@@ -51,6 +51,11 @@ SCORES_LIMIT_BYTES = (
 MATERIALISING = {"naive", "inplace", "sdpa_math"}
 
 
+def significant(x: float, digits: int = 4) -> float:
+    """x kept to a few significant digits: a small rate stays small instead of rounding to 0."""
+    return float(f"{x:.{digits}g}")
+
+
 def attention_flops(batch: int, heads: int, seq: int, head_dim: int, is_causal: bool) -> float:
     """Two matmuls of 2*s*s*d each per head; a causal mask skips about half."""
     flops = 4 * batch * heads * seq * seq * head_dim
@@ -101,7 +106,7 @@ def run(device: str, seqs, head_dims, causals, names, repeats: int, console: Con
                             "is_causal": is_causal,
                             "dtype": config.dtype,
                             "time_us": round(us, 1),
-                            "tflops": round(flops / us / 1e6, 4),
+                            "tflops": significant(flops / us / 1e6),
                         }
                     )
                 del q, k, v

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from attn.profiling.atomic import write_json
+from attn.profiling.claims import CLAIMS, claims_for
 
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
@@ -94,6 +95,11 @@ def manifest(hardware_folder: Path) -> dict:
         "variants": variants,
         "figures": [f for f in FIGURES if (folder / f"{f}.svg").is_file()],
         "overview": (folder / OVERVIEW).is_file(),
+        # Every claim's sentence, so a page can list those no set here has checked yet.
+        "claims": {
+            name: {d: [c.text for c in claims_for(name, d)] for d in ("cpu", "cuda")}
+            for name in CLAIMS
+        },
         "diffs": sorted(p.name for p in (folder / DIFF_DIR).glob("*.json"))
         if (folder / DIFF_DIR).is_dir()
         else [],

@@ -2,19 +2,28 @@
 
 Markers, each alone on its own line (inline code such as `<!-- profile: naive -->` is left alone):
 
-    <!-- profile: VARIANT -->        one content tab per hardware set that has VARIANT: the run's
-                                     environment, per-forward numbers, checked claims, table.md,
-                                     timeline.svg, links to trace.json.gz and table.txt; or why it
-                                     cannot run there
+    <!-- profile: VARIANT -->         one content tab per hardware set that has VARIANT: the run's
+                                      environment and shape, per-forward numbers, table.md, the
+                                      trace-viewer screenshot, timeline.svg, links to the trace
+    <!-- profile-check: VARIANT -->   "check your guess": each claim about VARIANT as evaluated on
+                                      every hardware set, with what was observed
+    <!-- profile-claim: VARIANT N --> claim N of VARIANT, inline: the sentence and, per set, whether
+                                      it holds and the value observed
     <!-- profile-compare: A B ... --> one tab per hardware set: per-forward numbers of the variants named
-    <!-- profile-env -->              a table of every hardware set's environment.json
+    <!-- profile-env -->               a table of every hardware set's environment.json
+    <!-- profile-glance -->            every variant of every set, side by side
+    <!-- profile-figure: NAME -->      scaling or benchmark picture per set
 
-GPU sets come first, then CPU. Artifacts are read from profiles/ next to mkdocs.yml, or from the
-folder in $ATTN_PROFILES_DIR, and are added to the site's files so `mkdocs serve` shows them too.
+A hardware set is a folder of profiles/ (or of $ATTN_PROFILES_DIR) with an index.json manifest,
+which names its variants and their files; the hook reads the manifest and the files it names, never
+measuring code. A set that is broken (a summary that is not one, a file the manifest names missing
+or unreadable, a folder the manifest does not know) fails the build with one line naming the file.
+GPU sets come first, then CPU.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -22,6 +31,7 @@ import posixpath
 import re
 import sys
 import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -31,40 +41,140 @@ from mkdocs.structure.files import File
 log = logging.getLogger("mkdocs.hooks.profiles")
 
 MARKER = re.compile(
-    r"^(?P<indent>[ \t]*)<!--\s*profile(?P<kind>|-compare|-env|-glance|-figure|-claims)"
+    r"^(?P<indent>[ \t]*)<!--\s*profile(?P<kind>|-compare|-env|-glance|-figure|-check|-claim|-diff)"
     r"\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
     re.M,
 )
 FIGURES = ("scaling", "benchmark")  # hardware-level pictures: profiles/<hardware>/<name>.svg
-PUBLISHED = {".json", ".gz", ".txt", ".svg"}  # table.md is inlined into pages, not published alone
+PUBLISHED = {".json", ".gz", ".txt", ".svg", ".png"}  # table.md is inlined into pages instead
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
+DEVICE_WORDS = {"cpu": "On CPU", "cuda": "On a GPU"}
 
-_state: dict = {"root": None, "known": None}
-
-
-# --- reading profiles/ ------------------------------------------------------------------------
+_state: dict = {"root": None, "known": None, "sets": None}
 
 
-def _read_json(path: Path) -> dict:
+# --- reading and checking profiles/ -----------------------------------------------------------
+
+
+class BrokenSet(PluginError):
+    """A profile set the site must not publish; the message names the file and the problem."""
+
+
+def _read_json(path: Path, kind: type = dict):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise PluginError(f"profiles hook: cannot read {path}: {e}") from e
+        raise BrokenSet(f"profiles hook: cannot read {path}: {e}") from e
+    if not isinstance(data, kind):
+        raise BrokenSet(
+            f"profiles hook: {path} holds a {type(data).__name__}, not a {kind.__name__}"
+        )
+    return data
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_summary(path: Path, variant: str) -> dict:
+    """The summary at path, or BrokenSet naming what is wrong with it."""
+    s = _read_json(path)
+    if s.get("variant") != variant:
+        raise BrokenSet(
+            f"profiles hook: {path} is the summary of {s.get('variant')!r}, not {variant!r} "
+            "(a folder copied over another?)"
+        )
+    if not isinstance(s.get("available"), bool):
+        raise BrokenSet(f"profiles hook: {path} has no 'available' true/false")
+    if not s["available"]:
+        return s
+    for key in ("cpu_time_us", "ops_per_forward"):
+        if not _number(s.get(key)):
+            raise BrokenSet(f"profiles hook: {path}: {key} is {s.get(key)!r}, not a number")
+    shape = s.get("shape")
+    if not isinstance(shape, dict) or not all(
+        _number(shape.get(k)) for k in ("batch", "heads", "seq_q", "seq_k", "head_dim")
+    ):
+        raise BrokenSet(
+            f"profiles hook: {path}: shape is {shape!r}, not batch/heads/seq_q/seq_k/head_dim"
+        )
+    return s
+
+
+def check_file(path: Path) -> None:
+    """A published artifact must be whole: gzip JSON traces decode, pictures parse, data loads."""
+    try:
+        if path.name.endswith(".json.gz"):
+            json.loads(gzip.decompress(path.read_bytes()))
+        elif path.suffix == ".svg":
+            ElementTree.fromstring(path.read_bytes())
+        elif path.suffix == ".json":
+            json.loads(path.read_text(encoding="utf-8"))
+        elif path.suffix == ".png" and not path.read_bytes().startswith(b"\x89PNG"):
+            raise ValueError("not a PNG")
+        elif path.stat().st_size == 0:
+            raise ValueError("empty")
+    except (OSError, ValueError, EOFError, ElementTree.ParseError) as e:
+        raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
+
+
+def load_set(folder: Path) -> dict:
+    """One hardware set, checked: {slug, env, manifest, title, device_type, summaries}."""
+    manifest = _read_json(folder / "index.json")
+    variants = manifest.get("variants")
+    if not isinstance(variants, dict):
+        raise BrokenSet(f"profiles hook: {folder / 'index.json'} has no 'variants' object")
+    on_disk = {
+        p.name
+        for p in folder.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name != "diff"
+    }
+    unknown = sorted(on_disk - set(variants))
+    if unknown:
+        raise BrokenSet(
+            f"profiles hook: {folder}/{unknown[0]}/ is not in {folder / 'index.json'}: "
+            "rerun the profile, or delete the folder"
+        )
+    summaries = {}
+    for name, entry in variants.items():
+        vdir = folder / name
+        for f in entry.get("files", []):
+            if not (vdir / f).is_file():
+                raise BrokenSet(
+                    f"profiles hook: {folder / 'index.json'} lists {vdir / f}, which is missing"
+                )
+            check_file(vdir / f)
+        summaries[name] = check_summary(vdir / "summary.json", name)
+    for figure in manifest.get("figures", []):
+        check_file(folder / f"{figure}.svg")
+        check_file(folder / f"{figure}.json")
+    env = _read_json(folder / "environment.json") if (folder / "environment.json").exists() else {}
+    device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
+    name = manifest.get("device_name") or env.get("device_name") or folder.name
+    return {
+        "slug": folder.name,
+        "folder": folder,
+        "env": env,
+        "manifest": manifest,
+        "summaries": summaries,
+        "title": "CPU" if device_type == "cpu" else name,
+        "device_type": device_type,
+    }
 
 
 def hardware_sets(root: Path) -> list[dict]:
-    """Every hardware folder under root as {slug, env, title, device_type}, GPUs first."""
+    """Every hardware set under root (folders with an index.json), checked, GPUs first."""
+    root = Path(root)
+    if _state.get("sets") is not None and _state.get("sets_root") == root:
+        return _state["sets"]
     found = []
-    for folder in sorted(p for p in Path(root).glob("*") if p.is_dir()):
-        env_path = folder / "environment.json"
-        env = _read_json(env_path) if env_path.exists() else {}
-        if not env:  # fall back on whatever a summary says about the device
-            summaries = sorted(folder.glob("*/summary.json"))
-            env = _read_json(summaries[0]) if summaries else {}
-        device_type = env.get("device_type") or ("cpu" if folder.name == "cpu" else "cuda")
-        name = env.get("device_name") or folder.name
-        title = "CPU" if device_type == "cpu" else name
-        found.append({"slug": folder.name, "env": env, "title": title, "device_type": device_type})
+    for folder in sorted(p for p in root.glob("*") if p.is_dir() and not p.name.startswith(".")):
+        if not (folder / "index.json").is_file():
+            log.info(
+                "profiles hook: %s has no index.json; not a profile set, not published", folder
+            )
+            continue
+        found.append(load_set(folder))
     return sorted(found, key=lambda h: (DEVICE_ORDER.get(h["device_type"], 1), h["title"]))
 
 
@@ -117,6 +227,7 @@ COLUMNS = {  # per-forward number -> how to read it from a summary (None: not me
     "device time": lambda s: _time(s.get("device_time_us")),
     "ATen ops": lambda s: _count(s.get("ops_per_forward")),
     "kernels": lambda s: _count(s.get("kernels_per_forward")),
+    "peak memory": lambda s: _bytes(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") else None,
 }
 
 
@@ -131,25 +242,101 @@ def setup_line(summary: dict) -> str:
     return f"`{summary.get('dtype', '?')}` · {shape} · {causal}"
 
 
+def memcpy_text(summary: dict) -> str | None:
+    counts = summary.get("memcpy_per_forward")
+    if counts is None:
+        return None
+    return ", ".join(f"{_count(n)} {d}" for d, n in counts.items() if n) or "0"
+
+
 def run_line(summary: dict) -> str:
-    """What was run, and the per-forward numbers."""
-    per_forward = " · ".join(
+    """What was run, and the per-forward numbers (memcpys and memsets apart from kernels)."""
+    parts = [
         f"{read(summary)} {label}" for label, read in COLUMNS.items() if read(summary) is not None
-    )
+    ]
+    if memcpy_text(summary) is not None:
+        parts += [
+            f"{memcpy_text(summary)} memcpy",
+            f"{_count(summary.get('memset_per_forward'))} memset",
+        ]
     line = setup_line(summary)
-    return line + (f"  \n**Per forward:** {per_forward}" if per_forward else "")
+    return line + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
 
 
-def render_claims(claims: list[dict]) -> str:
-    """The variant's claims as checked against this run: what the chapter's guess said, and what held."""
-    code = lambda text: re.sub(r"(?<!`)\b(aten::\w+)", r"`\1`", text)  # noqa: E731
-    held = all(c.get("holds") for c in claims)
-    kind, title = ("success", "all hold") if held else ("warning", "not all hold")
-    lines = [f'!!! {kind} "Claims checked against this trace: {title}"', ""]
-    for c in claims:
-        observed = f" <small>(observed: {code(c['observed'])})</small>" if c.get("observed") else ""
-        lines.append(f"    - {'✓' if c.get('holds') else '✗'} {code(c['text'])}{observed}")
-    return "\n".join(lines)
+VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
+
+
+def _code(text: str) -> str:
+    """Backticks around op names in a claim's sentence."""
+    return re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)
+
+
+def claims_of(name: str, hw: dict) -> list[dict]:
+    """The claims as evaluated on a set ([] when the variant did not run there)."""
+    s = hw["summaries"].get(name)
+    return (s or {}).get("claims") or [] if s and s.get("available") else []
+
+
+def claim_texts(name: str, device_type: str, sets: list[dict]) -> list[str]:
+    """The claim sentences about a device type, from any manifest that lists them."""
+    for hw in sets:
+        texts = ((hw["manifest"].get("claims") or {}).get(name) or {}).get(device_type)
+        if texts:
+            return texts
+    return []
+
+
+def render_check(name: str, root: Path, src_uri: str) -> str:
+    """Markdown for `<!-- profile-check: name -->`: every claim, as checked on every set."""
+    sets = hardware_sets(root)
+    tabs = []
+    for hw in sets:
+        claims = claims_of(name, hw)
+        if not claims:
+            continue
+        lines = []
+        for c in claims:
+            mark, word = VERDICT[c.get("holds")]
+            lines.append(
+                f"- {mark} **{word}:** {_code(c['text'])} <small>Observed: {_code(c.get('observed') or '–')}</small>"
+            )
+        tabs.append((hw["title"], "\n".join(lines)))
+    waiting = []
+    profiled = {hw["device_type"] for hw in sets if claims_of(name, hw)}
+    for device_type in ("cuda", "cpu"):
+        if device_type in profiled:
+            continue
+        for text in claim_texts(name, device_type, sets):
+            waiting.append(f"- {DEVICE_WORDS[device_type]}: {_code(text)}")
+    body = _tabs(tabs) if tabs else ""
+    if waiting:
+        body += (
+            '\n!!! note "Not checked yet"\n\n    No profile set here has run these; each run on such '
+            "hardware checks them:\n\n" + textwrap.indent("\n".join(waiting), "    ") + "\n"
+        )
+    return body or _not_profiled(f"`{name}`", src_uri)
+
+
+def render_claim(name: str, index: int, root: Path, src_uri: str) -> str:
+    """Markdown for `<!-- profile-claim: name N -->`: one claim, inline, per set."""
+    results = []
+    text = None
+    for hw in hardware_sets(root):
+        claims = claims_of(name, hw)
+        if index < len(claims):
+            c = claims[index]
+            text = text or c["text"]
+            mark, word = VERDICT[c.get("holds")]
+            results.append(
+                f"{mark} {word} on {hw['title']} (observed: {_code(c.get('observed') or '–')})"
+            )
+    if text is None:
+        raise PluginError(f"{src_uri}: no profile set has claim {index} of {name!r}")
+    return (
+        f'!!! check "Checked on every run: {_code(text).replace(chr(34), chr(39))}"\n\n    '
+        + "  \n    ".join(results)
+        + "\n"
+    )
 
 
 def _tabs(tabs: list[tuple[str, str]]) -> str:
@@ -172,42 +359,40 @@ def render_variant(name: str, root: Path, src_uri: str) -> str:
     """Markdown for `<!-- profile: name -->`: one tab per hardware set that has the variant."""
     tabs = []
     for hw in hardware_sets(root):
-        folder = Path(root) / hw["slug"] / name
-        if not (folder / "summary.json").exists():
+        summary = hw["summaries"].get(name)
+        if summary is None:
             continue
-        summary = _read_json(folder / "summary.json")
-        if not summary.get("available", True):
+        if not summary["available"]:
             reason = _sentence(summary.get("reason") or "No reason was recorded.")
-            body = f'!!! note "Not available on {hw["title"]}"\n\n    {reason}'
-            tabs.append((hw["title"], body))
+            tabs.append((hw["title"], f'!!! note "Not available on {hw["title"]}"\n\n    {reason}'))
             continue
+        files = set(hw["manifest"]["variants"][name].get("files", []))
         url = f"profiles/{hw['slug']}/{name}"
         body = [f"<small>{environment_line(hw)}</small>", run_line(summary)]
-        if summary.get("claims"):
-            body.append(render_claims(summary["claims"]))
-        if (folder / "table.md").exists():
-            body.append((folder / "table.md").read_text(encoding="utf-8").strip())
-        if (folder / "timeline.svg").exists():
+        if "table.md" in files:
+            body.append((hw["folder"] / name / "table.md").read_text(encoding="utf-8").strip())
+        if "viewer.png" in files:
+            png = _link(url + "/viewer.png", src_uri)
+            alt = f"The trace of {name} on {hw['title']} in a trace viewer, zoomed to one attn_fwd"
+            body.append(f"![{alt}]({png}){{ loading=lazy }}")
+        if "timeline.svg" in files:
             alt = f"Timeline of one profiled forward of {name} on {hw['title']}"
-            svg = _link(url + "/timeline.svg", src_uri)
-            body.append(f"![{alt}]({svg}){{ loading=lazy }}")  # a bare image: glightbox zooms it
-            if (folder / "trace.json.gz").exists():
-                # A link that downloads the trace; docs/javascripts/perfetto.js opens it in Perfetto.
-                trace = _link(url + "/trace.json.gz", src_uri)
-                body.append(
-                    f"[Open in Perfetto]({trace}){{ .md-button data-perfetto-trace "
-                    f'data-perfetto-title="{name} on {hw["title"]}" }}'
-                )
+            body.append(f"![{alt}]({_link(url + '/timeline.svg', src_uri)}){{ loading=lazy }}")
+        if "trace.json.gz" in files:
+            trace = _link(url + "/trace.json.gz", src_uri)
+            title = f"{name} on {hw['title']}"
+            body.append(
+                f'[Open in Perfetto]({trace}){{ .md-button data-perfetto-trace data-perfetto-title="{title}" }} '
+                f'[Open here]({trace}){{ .md-button data-trace-viewer data-trace-range="attn_fwd" }}'
+            )
         kernels = summary.get("kernels") or []
         if kernels:
             items = "\n".join(f"    - `{k}`" for k in kernels)
             body.append(f'??? info "Kernel names ({len(kernels)})"\n\n{items}')
         links = []
-        if (folder / "trace.json.gz").exists():
-            links.append(
-                f"[trace.json.gz]({_link(url + '/trace.json.gz', src_uri)}) (open it in Perfetto)"
-            )
-        if (folder / "table.txt").exists():
+        if "trace.json.gz" in files:
+            links.append(f"[trace.json.gz]({_link(url + '/trace.json.gz', src_uri)})")
+        if "table.txt" in files:
             links.append(
                 f"[table.txt]({_link(url + '/table.txt', src_uri)}) (the profiler's own table)"
             )
@@ -224,26 +409,26 @@ def render_compare(names: list[str], root: Path, src_uri: str) -> str:
     """Markdown for `<!-- profile-compare: a b -->`: a per-forward table per hardware set."""
     tabs = []
     for hw in hardware_sets(root):
-        folder = Path(root) / hw["slug"]
-        summaries = {
-            n: _read_json(folder / n / "summary.json")
-            for n in names
-            if (folder / n / "summary.json").exists()
-        }
+        summaries = {n: hw["summaries"][n] for n in names if n in hw["summaries"]}
         if not summaries:
             continue
-        ran = [s for s in summaries.values() if s.get("available", True)]
+        ran = [s for s in summaries.values() if s["available"]]
         columns = [c for c, read in COLUMNS.items() if any(read(s) is not None for s in ran)]
         columns = columns or ["CPU time"]
         rows = [
             f"| `{name}` | " + " | ".join(COLUMNS[c](s) or "–" for c in columns) + " |"
-            if s.get("available", True)
+            if s["available"]
             else f"| `{name}` | not available here |" + " |" * (len(columns) - 1)
             for name, s in summaries.items()
         ]
         head = "| variant | " + " | ".join(columns) + " |\n|---|" + "--:|" * len(columns)
-        table = "\n".join([head, *rows])
-        body = f"<small>{environment_line(hw)}</small>\n\nPer forward:\n\n{table}"
+        shapes = {setup_line(s) for s in ran}
+        shape = (
+            shapes.pop() if len(shapes) == 1 else "rows at different shapes: see each variant's tab"
+        )
+        body = f"<small>{environment_line(hw)}</small>\n\n{shape}. Per forward:\n\n" + "\n".join(
+            [head, *rows]
+        )
         tabs.append((hw["title"], body))
     if not tabs:
         return _not_profiled(", ".join(f"`{n}`" for n in names), src_uri)
@@ -281,34 +466,40 @@ def render_glance(root: Path, src_uri: str) -> str:
     """Markdown for `<!-- profile-glance -->`: every variant of every hardware set, side by side."""
     tabs = []
     for hw in hardware_sets(root):
-        folder = Path(root) / hw["slug"]
-        found = {p.parent.name: _read_json(p) for p in folder.glob("*/summary.json")}
+        found = hw["summaries"]
         summaries = [found[n] for n in _state["known"] or found if n in found]
         if not summaries:
             continue
         gpu = hw["device_type"] == "cuda"
         key = "device_time_us" if gpu else "cpu_time_us"
-        naive = found.get("naive", {}).get(key)
+        naive = (found.get("naive") or {}).get(key)
         count = ("kernels", "kernels_per_forward") if gpu else ("ATen ops", "ops_per_forward")
+        ran = [x for x in summaries if x["available"]]
+        one_shape = len({setup_line(s) for s in ran}) <= 1
         head = ["variant", f"{count[0]} / forward", "CPU time"] + (["device time"] if gpu else [])
-        head += ["speedup over naive", "peak memory", "lesson"]
+        head += (
+            ["speedup over naive", "peak memory"] + ([] if one_shape else ["shape"]) + ["lesson"]
+        )
         rows = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 2) + "---|"]
         for s in summaries:
-            if not s.get("available", True):
+            if not s["available"]:
                 cells = ["not available here"] + ["–"] * (len(head) - 3)
                 rows.append(
                     f"| `{s['variant']}` | " + " | ".join(cells) + f" | {s.get('lesson', '')} |"
                 )
                 continue
-            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) else "–"
+            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) and one_shape else "–"
             cells = [_count(s.get(count[1])) or "–", _time(s.get("cpu_time_us")) or "–"]
             cells += [_time(s.get("device_time_us")) or "–"] if gpu else []
-            cells += [speedup, _bytes(s.get("peak_memory_bytes")), s.get("lesson", "")]
+            cells += [speedup, _bytes(s.get("peak_memory_bytes"))]
+            cells += [] if one_shape else [setup_line(s)]
+            cells.append(s.get("lesson", ""))
             rows.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
-        ran = [x for x in summaries if x.get("available", True)]
-        body = [f"<small>{environment_line(hw)}</small>"] + ([setup_line(ran[0])] if ran else [])
+        body = [f"<small>{environment_line(hw)}</small>"] + (
+            [setup_line(ran[0])] if ran and one_shape else []
+        )
         body.append("\n".join(rows))
-        if (folder / "overview.svg").exists():
+        if hw["manifest"].get("overview"):
             svg = _link(f"profiles/{hw['slug']}/overview.svg", src_uri)
             body.append(
                 f"![Time per forward of each variant on {hw['title']}]({svg}){{ loading=lazy }}"
@@ -325,8 +516,7 @@ def render_figure(name: str, root: Path, src_uri: str) -> str:
         )
     tabs = []
     for hw in hardware_sets(root):
-        folder = Path(root) / hw["slug"]
-        if not (folder / f"{name}.svg").exists():
+        if name not in hw["manifest"].get("figures", []):
             continue
         svg = _link(f"profiles/{hw['slug']}/{name}.svg", src_uri)
         data = _link(f"profiles/{hw['slug']}/{name}.json", src_uri)
@@ -335,45 +525,26 @@ def render_figure(name: str, root: Path, src_uri: str) -> str:
             f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
         ]
         if name == "benchmark":
-            body.append(benchmark_table(_read_json_list(folder / "benchmark.json")))
+            body.append(benchmark_table(_read_json(hw["folder"] / "benchmark.json", list)))
         body.append(f"Data: [{name}.json]({data})")
         tabs.append((hw["title"], "\n\n".join(body)))
     return _tabs(tabs) if tabs else _not_profiled(f"the {name} figure", src_uri)
 
 
-def _read_json_list(path: Path) -> list:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise PluginError(f"profiles hook: cannot read {path}: {e}") from e
-
-
 def benchmark_table(rows: list[dict]) -> str:
     """Each custom kernel's time as a multiple of sdpa_flash's, measured in the same run."""
-    from attn.benchmark import ratios
-
     lines = [
-        "| variant | seq | head_dim | causal | time | TFLOP/s | time ÷ sdpa_flash |",
-        "|---|--:|--:|---|--:|--:|--:|",
+        "| variant | batch × heads | seq | head_dim | causal | time | TFLOP/s | time ÷ sdpa_flash |",
+        "|---|--:|--:|--:|---|--:|--:|--:|",
     ]
-    for r in ratios(rows):
+    for r in rows:
+        if "ratio_to_flash" not in r:
+            continue
         lines.append(
-            f"| `{r['variant']}` | {r['seq']} | {r['head_dim']} | {'yes' if r['is_causal'] else 'no'} "
-            f"| {_time(r['time_us'])} | {r['tflops']:.3f} | {r['ratio_to_flash']:.2f} |"
+            f"| `{r['variant']}` | {r.get('batch', '?')} × {r.get('heads', '?')} | {r['seq']} | {r['head_dim']} "
+            f"| {'yes' if r['is_causal'] else 'no'} | {_time(r['time_us'])} | {r['tflops']:.3g} | {r['ratio_to_flash']:.2f} |"
         )
     return "\n".join(lines)
-
-
-def render_claims_list(name: str) -> str:
-    """Markdown for `<!-- profile-claims: VARIANT -->`: the claims every run checks, by device."""
-    from attn.profiling.claims import claims_for
-
-    code = lambda text: re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)  # noqa: E731
-    lines = []
-    for device_type, where in (("cpu", "On CPU"), ("cuda", "On a GPU")):
-        for claim in claims_for(name, device_type):
-            lines.append(f"- *{where}:* {code(claim.text)}")
-    return "\n".join(lines) or "- (no claims recorded for this variant yet)"
 
 
 def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str:
@@ -396,8 +567,12 @@ def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str
             return render_glance(root, src_uri)
         if kind == "-figure" and len(args) == 1:
             return render_figure(args[0], root, src_uri)
-        if kind == "-claims" and len(args) == 1:
-            return render_claims_list(check(args[0]))
+        if kind == "-check" and len(args) == 1:
+            return render_check(check(args[0]), root, src_uri)
+        if kind == "-claim" and len(args) == 2 and args[1].isdigit():
+            return render_claim(check(args[0]), int(args[1]), root, src_uri)
+        if kind == "-diff" and len(args) == 2:
+            return render_diff_marker(check(args[0]), check(args[1]), root, src_uri)
         if not args:
             raise PluginError(f"{src_uri}: profile marker {m[0]!r} names no variant")
         if kind == "-compare":
@@ -415,17 +590,41 @@ def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str
 
 
 def artifact_files(root: Path, config) -> list[File]:
-    """Every published artifact under root, as MkDocs files at profiles/<hardware>/..."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
+    """Every published artifact of every set, as MkDocs files at profiles/<hardware>/..."""
+    found = []
+    for hw in hardware_sets(root):
+        paths = [hw["folder"] / "index.json", hw["folder"] / "environment.json"]
+        paths += [
+            hw["folder"] / f"{f}.{ext}"
+            for f in hw["manifest"].get("figures", [])
+            for ext in ("svg", "json")
+        ]
+        paths += [hw["folder"] / "overview.svg"] if hw["manifest"].get("overview") else []
+        paths += [hw["folder"] / "diff" / d for d in hw["manifest"].get("diffs", [])]
+        for name, entry in hw["manifest"]["variants"].items():
+            paths += [hw["folder"] / name / f for f in entry.get("files", []) if f != "table.md"]
+        found += [p for p in paths if p.is_file()]
     return [
-        File.generated(
-            config, "profiles/" + path.relative_to(root).as_posix(), abs_src_path=str(path)
-        )
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and path.suffix in PUBLISHED
+        File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
+        for p in sorted(found)
     ]
+
+
+def render_diff_marker(a: str, b: str, root: Path, src_uri: str) -> str:
+    """Markdown for `<!-- profile-diff: A B -->`: what changed from A to B on each set."""
+    tabs = []
+    for hw in hardware_sets(root):
+        name = f"{a}__{b}.json"
+        if name not in hw["manifest"].get("diffs", []):
+            continue
+        data = _read_json(hw["folder"] / "diff" / name)
+        tabs.append((hw["title"], render_diff(data)))
+    return _tabs(tabs) if tabs else _not_profiled(f"a diff of `{a}` and `{b}`", src_uri)
+
+
+def render_diff(data: dict) -> str:
+    """The rows of a diff that changed, as a table (filled in by the diff module's renderer)."""
+    return data.get("markdown") or "(no changes)"
 
 
 def variant_names(repo_root: Path) -> list[str]:
@@ -449,6 +648,9 @@ def on_config(config):
 
 
 def on_files(files, config):
+    _state["sets"], _state["sets_root"] = None, None
+    sets = hardware_sets(_state["root"])  # checked once per build, then reused by every page
+    _state["sets"], _state["sets_root"] = sets, Path(_state["root"])
     for file in artifact_files(_state["root"], config):
         if files.get_file_from_path(file.src_uri) is None:
             files.append(file)
@@ -457,3 +659,10 @@ def on_files(files, config):
 
 def on_page_markdown(markdown, page, config, files):
     return expand(markdown, page.file.src_uri, _state["root"], _state["known"])
+
+
+def on_post_build(config):
+    """Publish the offline trace viewer beside the site, for the "Open here" buttons."""
+    from attn.profiling.viewer import publish_viewer  # copies files; measures nothing
+
+    publish_viewer(Path(config["site_dir"]))
