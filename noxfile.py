@@ -50,6 +50,11 @@ def install(session: nox.Session, *extras: str) -> None:
     session.install("-e", spec)
 
 
+def fetch_viewer(session: nox.Session) -> None:
+    """The offline trace viewer, once per machine (PyPI and npm); without it, screenshots are skipped."""
+    session.run("python", "-m", "attn.profiling.viewer", "fetch", success_codes=[0, 1])
+
+
 def build_site(session: nox.Session) -> None:
     if session.venv_backend == "none" and shutil.which("mkdocs") is None:
         session.warn("mkdocs is not installed here: profiles written, site not built")
@@ -61,6 +66,7 @@ def build_site(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite, including every runnable code block in README.md and docs/."""
     install(session, "test", "docs")
+    fetch_viewer(session)
     session.run(
         "python", "-m", "pytest", "--codeblocks", "tests", "README.md", "docs", *session.posargs
     )
@@ -69,7 +75,8 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def profile_examples(session: nox.Session) -> None:
     """Run every example under the profiler into profiles/<hardware>/, then build the site."""
-    install(session, "docs")
+    install(session, "docs", "viewer")
+    fetch_viewer(session)
     for variant, example in EXAMPLES:
         session.run(
             "python", "-m", "attn.profiling", "example", variant, *example,
@@ -113,7 +120,8 @@ def benchmark(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build site/ from the committed profiles."""
-    install(session, "docs")
+    install(session, "docs", "viewer")
+    fetch_viewer(session)
     build_site(session)
 
 

@@ -9,7 +9,7 @@ import torch
 from attn.profiling.cli import config_from, main, parser
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]
+TINY = ["--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16", "--no-screenshot"]
 
 
 def parse(*argv):
@@ -108,7 +108,19 @@ def test_example_runs_the_script_and_analyses_its_trace(tmp_path):
 
 def test_recheck_reports_and_fixes_a_stale_claim(tmp_path):
     assert (
-        main(["run", "--out", str(tmp_path), "--device", "cpu", "--variants", "naive", *TINY]) == 0
+        main(
+            [
+                "run",
+                "--out",
+                str(tmp_path),
+                "--device",
+                "cpu",
+                "--variants",
+                "naive",
+                *TINY,
+            ]
+        )
+        == 0
     )
     path = tmp_path / "cpu" / "naive" / "summary.json"
     summary = json.loads(path.read_text())

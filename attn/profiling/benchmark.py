@@ -23,6 +23,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import attn  # noqa: E402
+from attn.profiling import layout  # noqa: E402
 from attn.profiling.atomic import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
@@ -170,7 +171,10 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     config = default_config(device)
     title = f"Forward time on {device_name(device)} ({config.dtype}, {torch.get_num_threads()} CPU threads)"
     rows = with_ratios(rows)
-    return write_rows(folder, "benchmark", rows, lambda p: plot(rows, title, p))
+    write_rows(folder, "benchmark", rows, lambda p: plot(rows, title, p))
+    if (folder / layout.MANIFEST).is_file():  # a set made by a profile run: list the figure
+        layout.write_manifest(folder)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:

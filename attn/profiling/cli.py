@@ -67,7 +67,9 @@ def out_folder(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"{text} is a file, not a folder") from None
     except OSError as e:
         if isinstance(e, NotADirectoryError):
-            raise argparse.ArgumentTypeError(f"{text}: a part of it is a file, not a folder") from None
+            raise argparse.ArgumentTypeError(
+                f"{text}: a part of it is a file, not a folder"
+            ) from None
         raise argparse.ArgumentTypeError(f"{text} cannot be written here ({e.strerror})") from None
     return path
 
@@ -89,6 +91,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument("--head-dim", type=positive)
     shape.add_argument("--dtype", choices=sorted(DTYPES))
     shape.add_argument("--no-causal", action="store_true", help="attend to every key")
+    parser.add_argument(
+        "--no-screenshot", action="store_true", help="skip viewer.png (the trace-viewer picture)"
+    )
 
 
 def config_from(args: argparse.Namespace) -> ProfileConfig:
@@ -117,14 +122,22 @@ def _progress(console: Console) -> Progress:
     return Progress(*columns, console=console, transient=True)
 
 
-def run(names: Sequence[str], config: ProfileConfig, out: Path, console: Console) -> list[Path]:
+def run(
+    names: Sequence[str],
+    config: ProfileConfig,
+    out: Path,
+    console: Console,
+    screenshot: bool = False,
+) -> list[Path]:
     """Profile each named variant with a progress bar; returns their artifact folders."""
     folders = []
     with _progress(console) as progress:
         task = progress.add_task("profiling", total=len(names))
         for name in names:
             progress.update(task, description=f"profiling {name}")
-            folders.append(profile_variant(attn.get_variant(name), config, out))
+            folders.append(
+                profile_variant(attn.get_variant(name), config, out, screenshot=screenshot)
+            )
             progress.advance(task)
     finish_set(out, config.device)
     return folders
@@ -167,7 +180,7 @@ def report(folders: Sequence[Path], console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    folders = run(args.variants, config_from(args), args.out, console)
+    folders = run(args.variants, config_from(args), args.out, console, not args.no_screenshot)
     report(folders, console)
     return 0
 
@@ -176,7 +189,13 @@ def cmd_example(args: argparse.Namespace, console: Console, script_flags: list[s
     config = config_from(args)
     variant = attn.get_variant(args.variant)
     console.print(f"running {args.script} {' '.join(script_flags)} for {variant.name}")
-    folder = profile_example(variant, [str(args.script), *script_flags], config, args.out)
+    folder = profile_example(
+        variant,
+        [str(args.script), *script_flags],
+        config,
+        args.out,
+        screenshot=not args.no_screenshot,
+    )
     finish_set(args.out, config.device)
     report([folder], console)
     return 0

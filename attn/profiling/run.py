@@ -24,6 +24,17 @@ from attn.profiling.overview import write_overview
 from attn.profiling.trace import load_trace
 from attn.variant import Variant
 
+# The event each chapter is about, selected in the trace-viewer screenshot (CPU; on a GPU the
+# variant's first kernel, or the naive clone's Memcpy).
+FOCUS = {
+    "naive": "aten::clone",
+    "inplace": "aten::masked_fill_",
+    "sdpa_math": "aten::_safe_softmax",
+    "sdpa_flash": "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "custom_cpu": "attn::flash_attention_forward",
+}
+_skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
+
 
 class ProfilingError(RuntimeError):
     """Profiling one variant failed; its previous artifacts are left as they were."""
@@ -60,7 +71,9 @@ def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
         write_json(out / layout.SUMMARY, {**base, "available": False, "reason": reason})
 
 
-def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> Path:
+def profile_variant(
+    variant: Variant, config: ProfileConfig, out_root: Path, *, screenshot: bool = False
+) -> Path:
     """Profile `variant` here under `config` into `<out>/<hardware>/<variant>/`; returns it."""
     base = base_summary(variant, config)
     folder = layout.variant_dir(out_root, base["hardware"], variant.name)
@@ -85,6 +98,38 @@ def profile_variant(variant: Variant, config: ProfileConfig, out_root: Path) -> 
     return folder
 
 
+def focus(summary: dict) -> str | None:
+    """The event to select in the screenshot of this summary's trace."""
+    if summary.get("device_type") == "cuda":
+        if summary["variant"] == "naive" and (summary.get("memcpy_per_forward") or {}).get("DtoD"):
+            return "Memcpy DtoD (Device -> Device)"
+        return (summary.get("kernels") or [None])[0]
+    return FOCUS.get(summary["variant"])
+
+
+def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
+    """viewer.png: the trace as a trace viewer shows it, one forward, the chapter's event selected.
+
+    Where no browser or viewer files are here, says so once (with how to get them) and skips.
+    """
+    from attn.profiling import viewer  # a module of its own entry point: imported when used
+
+    try:
+        viewer.screenshot(
+            folder / layout.TRACE,
+            folder / layout.VIEWER,
+            select=focus(summary),
+            width=1100,
+            height=700,
+        )
+    except viewer.ViewerUnavailable as e:
+        if not _skipped_viewer:
+            _skipped_viewer.append(str(e))
+            print(f"viewer.png skipped: {e}", file=sys.stderr)
+        return None
+    return folder / layout.VIEWER
+
+
 def example_flags(config: ProfileConfig) -> list[str]:
     """The flags that make an example run exactly `config` (every value spelled out)."""
     flags = [
@@ -96,7 +141,12 @@ def example_flags(config: ProfileConfig) -> list[str]:
 
 
 def profile_example(
-    variant: Variant, script: Sequence[str], config: ProfileConfig, out_root: Path
+    variant: Variant,
+    script: Sequence[str],
+    config: ProfileConfig,
+    out_root: Path,
+    *,
+    screenshot: bool = False,
 ) -> Path:
     """Run an example script (`[path, its own flags...]`) with `config`, then analyse the trace it
     wrote into `<out>/<hardware>/<variant>/`. The numbers published are those of that very trace."""
@@ -122,7 +172,7 @@ def profile_example(
             else None
         )
         try:
-            write_artifacts(
+            summary = write_artifacts(
                 load_trace(written / layout.TRACE),
                 folder,
                 variant=variant.name,
@@ -132,6 +182,8 @@ def profile_example(
             )
         except Exception as exc:
             raise ProfilingError(f"analysing {variant.name}'s trace failed: {exc}") from exc
+    if screenshot:
+        add_viewer_screenshot(folder, summary)
     return folder
 
 

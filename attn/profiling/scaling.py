@@ -18,6 +18,7 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
 import attn  # noqa: E402
+from attn.profiling import layout  # noqa: E402
 from attn.profiling.atomic import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
@@ -90,7 +91,10 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write scaling.json and scaling.svg into `<out>/<hardware>/`, each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
     title = f"Scaling with sequence length on {device_name(device)} (causal, batch 1)"
-    return write_rows(folder, "scaling", rows, lambda p: plot(rows, title, p))
+    write_rows(folder, "scaling", rows, lambda p: plot(rows, title, p))
+    if (folder / layout.MANIFEST).is_file():  # a set made by a profile run: list the figure
+        layout.write_manifest(folder)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:
