@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -279,7 +281,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stop(signum, frame) -> None:
+    """SIGTERM and SIGHUP end the run like Ctrl-C: scratch is removed, the last set stays."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signals = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    before = {s: signal.signal(s, _stop) for s in signals}
+    try:
+        return _main(argv)
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     p = parser()
     args, extra = p.parse_known_args(argv)
     if extra and args.command != "example":

@@ -1,0 +1,145 @@
+"""Shared files and folders under concurrent, failing and killed runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from attn.profiling import layout
+from attn.profiling.atomic import atomic_folder, remove_stale_scratch, replace_file, write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(done.stdout)
+
+
+def test_concurrent_writers_of_one_file_never_leave_half_a_file(tmp_path):
+    target = tmp_path / "overview.json"
+    errors = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(40):
+                write_json(target, {"writer": n, "i": i, "pad": "x" * 5000})
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert json.loads(target.read_text())["i"] == 39
+    assert [p.name for p in tmp_path.iterdir()] == ["overview.json"]  # no scratch left
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path):
+    target = replace_file(tmp_path / "a.txt", lambda p: p.write_text("old"))
+
+    def broken(p: Path) -> None:
+        p.write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        replace_file(target, broken)
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_scratch_of_a_killed_run_is_removed_by_the_next(tmp_path):
+    (tmp_path / "naive").mkdir()
+    (tmp_path / "naive" / "summary.json").write_text("{}")
+    pid = dead_pid()
+    stale = tmp_path / f".inplace.{pid}.abc123"
+    stale.mkdir()
+    (stale / "summary.json").write_text("half")
+    mine = tmp_path / f".sdpa.{os.getpid()}.xyz"  # a live run's scratch is left alone
+    mine.mkdir()
+    assert remove_stale_scratch(tmp_path) == [stale]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["naive", mine.name])
+    assert [p.name for p in layout.variant_dirs(tmp_path)] == [
+        "naive"
+    ]  # scratch is never a variant
+
+
+def test_killed_between_the_two_renames_the_old_set_comes_back(tmp_path):
+    """The swap moved the old folder aside and died before moving the new one in."""
+    pid = dead_pid()
+    aside = tmp_path / f".naive.{pid}.old4242"
+    (aside / "naive").mkdir(parents=True)
+    (aside / "naive" / "summary.json").write_text('{"variant": "naive"}')
+    with atomic_folder(tmp_path / "other") as out:
+        (out / "x").write_text("x")
+    assert json.loads((tmp_path / "naive" / "summary.json").read_text())["variant"] == "naive"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["naive", "other"]
+
+
+def test_an_interrupted_folder_write_keeps_the_previous_one(tmp_path):
+    with atomic_folder(tmp_path / "naive") as out:
+        (out / "summary.json").write_text("first")
+    with pytest.raises(KeyboardInterrupt), atomic_folder(tmp_path / "naive") as out:
+        (out / "summary.json").write_text("second, half")
+        raise KeyboardInterrupt
+    assert (tmp_path / "naive" / "summary.json").read_text() == "first"
+    assert [p.name for p in tmp_path.iterdir()] == ["naive"]
+
+
+def run_cli(out: Path, *variants: str) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "attn.profiling",
+        "run",
+        "--out",
+        str(out),
+        *TINY,
+        "--no-screenshot",
+        "--variants",
+        *variants,
+    ]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.slow
+def test_two_runs_into_one_folder_end_with_one_consistent_set(tmp_path):
+    first, second = run_cli(tmp_path, "naive", "inplace"), run_cli(tmp_path, "inplace", "naive")
+    for proc in (first, second):
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    cpu = tmp_path / "cpu"
+    manifest = json.loads((cpu / "index.json").read_text())
+    assert set(manifest["variants"]) == {"naive", "inplace"}
+    assert not [p for p in cpu.iterdir() if p.name.startswith(".")]
+    import xml.etree.ElementTree as ElementTree
+
+    ElementTree.parse(cpu / "overview.svg")  # whole, valid XML
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_run_without_a_traceback_and_leaves_no_scratch(tmp_path):
+    proc = run_cli(tmp_path, "naive", "inplace", "sdpa_math", "sdpa_flash")
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.glob("cpu/.*")) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err
+    cpu = tmp_path / "cpu"
+    assert not cpu.exists() or not [p for p in cpu.iterdir() if p.name.startswith(".")]
