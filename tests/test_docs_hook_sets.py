@@ -1,0 +1,100 @@
+"""The docs hook refuses a broken profile set in one line naming the file, and publishes no rows
+without profiles."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("profiles_hook_sets", ROOT / "docs/hooks/profiles.py")
+hook = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(hook)
+
+
+@pytest.fixture
+def profiles(tmp_path):
+    if not (ROOT / "profiles/cpu/index.json").is_file():
+        pytest.skip("no committed profiles/cpu/ set here")
+    root = tmp_path / "profiles"
+    shutil.copytree(ROOT / "profiles/cpu", root / "cpu")
+    return root
+
+
+def refused(root: Path) -> str:
+    with pytest.raises(hook.BrokenSet) as e:
+        hook.hardware_sets(root)
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_committed_set_loads(profiles):
+    (cpu,) = hook.hardware_sets(profiles)
+    assert cpu["summaries"]["naive"]["available"] is True
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("[]", "holds a list, not a dict"),
+        ('{"variant": "naive"}', "no 'available'"),
+        ('{"available": true}', "not 'naive'"),
+        ("not json", "is broken"),
+    ],
+)
+def test_a_summary_that_is_not_one_is_refused(profiles, content, says):
+    (profiles / "cpu/naive/summary.json").write_text(content)
+    message = refused(profiles)
+    assert "naive/summary.json" in message and says in message
+
+
+def test_a_time_that_is_not_a_number_is_refused(profiles):
+    path = profiles / "cpu/naive/summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "cpu_time_us": "fast"}))
+    assert "cpu_time_us is 'fast'" in refused(profiles)
+
+
+def test_a_deleted_variant_folder_is_refused_not_drawn(profiles):
+    shutil.rmtree(profiles / "cpu/inplace")
+    assert "inplace/summary.json, which is missing" in refused(profiles)
+
+
+def test_a_folder_copied_over_another_is_refused(profiles):
+    shutil.rmtree(profiles / "cpu/inplace")
+    shutil.copytree(profiles / "cpu/naive", profiles / "cpu/inplace")
+    assert "summary of 'naive', not 'inplace'" in refused(profiles)
+
+
+def test_a_folder_the_manifest_does_not_know_is_refused(profiles):
+    shutil.copytree(profiles / "cpu/naive", profiles / "cpu/mystery")
+    assert "mystery/ is not in" in refused(profiles)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("trace.json.gz", b"\x1f\x8b broken"), ("timeline.svg", b""), ("viewer.png", b"GIF89a")],
+)
+def test_a_broken_artifact_is_refused(profiles, name, content):
+    path = profiles / "cpu/naive" / name
+    if not path.exists():
+        pytest.skip(f"the committed set has no {name}")
+    path.write_bytes(content)
+    assert f"naive/{name} is broken" in refused(profiles)
+
+
+def test_a_truncated_figure_is_refused(profiles):
+    manifest = json.loads((profiles / "cpu/index.json").read_text())
+    (profiles / "cpu/scaling.json").write_text('[{"variant": "naive", "seq":')
+    (profiles / "cpu/scaling.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    (profiles / "cpu/index.json").write_text(json.dumps({**manifest, "figures": ["scaling"]}))
+    assert "scaling.json is broken" in refused(profiles)
+
+
+def test_folders_without_a_manifest_are_not_sets(profiles):
+    (profiles / "empty").mkdir()
+    (profiles / "env-only").mkdir()
+    (profiles / "env-only/environment.json").write_text('{"device_type": "cuda"}')
+    assert [h["slug"] for h in hook.hardware_sets(profiles)] == ["cpu"]
