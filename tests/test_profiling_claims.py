@@ -163,3 +163,15 @@ def test_committed_cpu_profiles_carry_claims_that_hold():
     for name, claims in checked.items():
         assert [c["text"] for c in claims] == [c.text for c in claims_for(name, "cpu")], name
         assert all(c["holds"] is True and c["observed"] for c in claims), (name, claims)
+
+
+def test_committed_summaries_carry_the_claims_their_traces_give():
+    """What `python -m attn.profiling recheck --check` checks: a new or changed claim must be
+    re-evaluated on every committed set (and committed) before it lands."""
+    from attn.profiling.analyze import recheck
+
+    root = Path(__file__).resolve().parents[1] / "profiles"
+    if not root.is_dir():
+        pytest.skip("no profiles/ in this checkout")
+    stale = recheck(root, write=False)
+    assert stale == [], f"run: python -m attn.profiling recheck profiles ({stale[0]['path']})"
