@@ -39,6 +39,25 @@ class SdpaVariant(ModuleVariant):
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
         return _sdpa_probe(self.backend, str(device), dtype)
 
+    def _attention(self, q, k, v, *, is_causal):
+        """The module's call; torch's "No available kernel" becomes a ValueError naming the inputs."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                return super()._attention(q, k, v, is_causal=is_causal)
+            except RuntimeError as e:
+                if "No available kernel" not in str(e):
+                    raise
+        why = [str(w.message).strip() for w in caught if self.backend in str(w.message).lower()]
+        strided = [n for n, t in (("q", q), ("k", k), ("v", v)) if t.stride(-1) != 1]
+        if strided:
+            why.insert(0, f"the last dimension of {', '.join(strided)} is strided (stride != 1)")
+        shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in (("q", q), ("k", k), ("v", v)))
+        raise ValueError(
+            f"{self.name} has no kernel for these inputs ({shapes}, {str(q.dtype).removeprefix('torch.')}, "
+            f"is_causal={is_causal}): {'; '.join(why) or 'torch gave no reason'}"
+        )
+
 
 @functools.cache
 def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:

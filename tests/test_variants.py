@@ -64,3 +64,34 @@ def test_inplace_does_not_modify_its_inputs():
     attn.get_variant("inplace").forward(q, k, v)
     for t, c in zip((q, k, v), copies, strict=True):
         assert torch.equal(t, c)
+
+
+def test_sdpa_names_the_inputs_a_pinned_backend_refuses():
+    """CPU flash has no kernel for a strided last dimension: a ValueError saying so, not torch's
+    bare "No available kernel"; math takes the same inputs."""
+    q = torch.randn(1, 2, 16, 128)[..., ::2]
+    k = v = torch.randn(1, 2, 16, 64)
+    flash = attn.get_variant("sdpa_flash")
+    assert flash.why_unavailable("cpu") is None  # the backend runs here ...
+    with pytest.raises(ValueError, match=r"sdpa_flash has no kernel.*q \(1, 2, 16, 64\).*strided"):
+        flash.forward(q, k, v)  # ... but not for these inputs
+    expected = attn.reference_attention(q, k, v).float()
+    torch.testing.assert_close(attn.get_variant("sdpa_math").forward(q, k, v), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("is_causal", ["no", None, 1])
+def test_is_causal_must_be_a_bool(is_causal):
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(ValueError, match="is_causal must be True or False"):
+        attn.get_variant("naive").forward(q, q, q, is_causal=is_causal)
+
+
+def test_float16_scores_do_not_overflow_in_naive_and_inplace():
+    """q @ kᵀ of large float16 inputs overflows unless q is scaled first, as SDPA does."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 64, 64, generator=gen).mul(60) for _ in range(3))
+    expected = attn.reference_attention(q, k, v)
+    for name in ("naive", "inplace"):
+        out = attn.get_variant(name).forward(q.half(), k.half(), v.half())
+        assert not out.isnan().any(), name
+        assert (out.double() - expected).abs().max() < 0.5, name
