@@ -103,9 +103,9 @@ def test_hand_made_pair_gives_the_known_answer(pair):
     assert [r["change"] for r in data["rows"]][:1] == ["removed"]  # removed rows lead
     assert data["a"]["peak_memory_bytes"] == 2 * MIB and data["b"]["peak_memory_bytes"] == MIB
     assert data["a"]["kernels_per_forward"] == 2 and data["b"]["kernels_per_forward"] == 2
-    # Device work leads the headline, then the costliest ops.
+    # Device work leads the headline, then what copies, then the other ops.
     assert data["headline"] == (
-        f"{MEMCPY}, aten::masked_fill, aten::mul and aten::clone (and 1 more) gone; "
+        f"{MEMCPY}, aten::clone, aten::copy_ and aten::masked_fill (and 1 more) gone; "
         "aten::mul_ new; peak memory 2.0 -> 1.0 MiB"
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -137,12 +138,22 @@ def compare(a: dict, b: dict) -> list[dict]:
     return rows
 
 
+def _bytes(n: float) -> tuple[float, str]:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return n / scale, unit
+    return n, "B"
+
+
 def _peak_pair(a: float | None, b: float | None) -> str:
-    """`132.0 -> 132.0 MiB`: both sides in one unit, KiB when both are under a MiB."""
-    largest = max(x for x in (a, b, 0) if x is not None)
-    unit, scale = ("MiB", 2**20) if largest >= 2**20 else ("KiB", 2**10)
-    show = lambda x: "–" if x is None else f"{x / scale:.1f}"  # noqa: E731
-    return f"{show(a)} -> {show(b)} {unit}"
+    """`132.0 -> 132.0 MiB` in one unit when both sides share it, else `256.0 MiB -> 37.0 KiB`."""
+    if a is None or b is None:
+        show = lambda x: "–" if x is None else "{:.1f} {}".format(*_bytes(x))  # noqa: E731
+        return f"{show(a)} -> {show(b)}"
+    (va, ua), (vb, ub) = _bytes(a), _bytes(b)
+    if ua == ub:
+        return f"{va:.1f} -> {vb:.1f} {ua}"
+    return f"{va:.1f} {ua} -> {vb:.1f} {ub}"
 
 
 def _count(n: float) -> str:
@@ -153,8 +164,28 @@ def _short(name: str, limit: int = 60) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
+# What the headline names first: device work, then what moves data, then other ops; views and
+# empty allocations (bookkeeping that comes and goes with everything else) last. Time only breaks
+# ties, so the headline does not change from run to run.
+MOVES_DATA = re.compile(r"(?i)copy|clone|memcpy|memset|repeat|contiguous|\bcat\b|stack")
+BOOKKEEPING = frozenset(
+    f"aten::{name}"
+    for name in (
+        "as_strided alias detach empty empty_like empty_strided expand flatten lift_fresh permute "
+        "reshape _reshape_alias resolve_conj resolve_neg select slice squeeze t transpose "
+        "unsqueeze _unsafe_view view"
+    ).split()
+)
+
+
+def _rank(name: str) -> int:
+    if MOVES_DATA.search(name):
+        return 0
+    return 2 if name in BOOKKEEPING else 1
+
+
 def headline(data: dict, most: int = 4) -> str:
-    """One line: what is gone and what is new (device work, then the costliest), and peak memory."""
+    """One line: what is gone and what is new (copies first, views last), and peak memory."""
     gone, new = [], []  # (time it accounts for, words)
     for r in data["rows"]:
         delta = r["calls_b"] - r["calls_a"]
@@ -165,17 +196,17 @@ def headline(data: dict, most: int = 4) -> str:
             if r["change"] != "changed"
             else f"{_count(abs(delta))} {_short(r['name'])}"
         )
-        # Device work first (a Memcpy gone is the news on a GPU), then the costliest.
-        order = KIND_ORDER[r["kind"]]
+        order = (KIND_ORDER[r["kind"]], _rank(r["name"]))
         if delta < 0:
             gone.append((order, r["time_us_a"] - r["time_us_b"], words))
         else:
             new.append((order, r["time_us_b"] - r["time_us_a"], words))
 
-    def listed(items: list[tuple[int, float, str]], verb: str) -> str | None:
+    def listed(items: list[tuple[tuple, float, str]], verb: str) -> str | None:
         if not items:
             return None
-        shown = [w for _, _, w in sorted(items, key=lambda item: (item[0], -item[1]))[:most]]
+        shown = [w for _, _, w in sorted(items, key=lambda item: (item[0], -item[1], item[2]))]
+        shown = shown[:most]
         more = len(items) - len(shown)
         words = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
         return f"{words}{f' (and {more} more)' if more else ''} {verb}"
@@ -312,7 +343,10 @@ def _totals_line(data: dict) -> str:
         ("peak memory", _peak_totals(a, b)),
     ]
     shown = ", ".join(f"{name} {value}" for name, value in parts if value)
-    return f"Per forward (mean of the recorded ranges): {shown}."
+    return (
+        f"Per forward (mean of the recorded ranges): {shown}. An op's time includes the ops it "
+        "calls; a kernel's, memcpy's or memset's is its device time."
+    )
 
 
 # --- command line --------------------------------------------------------------------------------
