@@ -518,8 +518,9 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
         mine = [r for r in steps if r["impl"] == name and r["batch"] == big]
         # Spread the ways sideways a little: they share one intensity.
         shift = 1.0 + 0.09 * (i - (len(impls) - 1) / 2)
+        longest = max((r["cache_len"] for r in mine), default=0)
         for r in mine:
-            filled = r["cache_len"] == max(lengths)
+            filled = r["cache_len"] == longest
             ax_r.scatter(
                 r["intensity"] * shift,
                 r["gflop_per_s"],
@@ -535,7 +536,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     ax_r.set_xlim(x_lo, x_hi)
     ax_r.set_xlabel("arithmetic intensity (FLOP per byte of K and V)")
     ax_r.set_ylabel("achieved GFLOP/s")
-    ax_r.set_title(f"Roofline, batch {big}: filled = longest cache", loc="left")
+    ax_r.set_title(f"Roofline, batch {big}: filled = longest cache run", loc="left")
     ax_r.grid(True, which="major", lw=0.3, alpha=0.5)
 
     # Achieved bandwidth / copy ceiling against cache length.
@@ -622,6 +623,8 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
         if step
         else ""
     )
+    if step and not is_gpu(device):
+        shape += f", {step['threads']} thread{'s' if step['threads'] > 1 else ''}"
     title = f"One decode step on {device_name(device)} ({shape})"
     return write_rows(folder, STEM, rows, lambda p: draw(rows, title, p))
 
