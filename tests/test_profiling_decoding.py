@@ -46,8 +46,12 @@ def test_probes_report_positive_rates():
 
 
 def test_sweep_rows_have_the_contract(rows):
-    copy, matmul, *steps = rows
+    copy, matmul, read, read_small, *steps = rows
     assert (copy["name"], matmul["name"]) == ("copy", "matmul")
+    assert (read["kind"], read["name"], read_small["name"]) == ("probe", "read", "read_small")
+    assert read["bytes"] == 2**20 and read_small["bytes"] == 2**16
+    for probe in (read, read_small):
+        assert positive_finite(probe["ratio_to_copy"]) and positive_finite(probe["gb_per_s"])
     assert len(copy["samples_gb_per_s"]) == 2 and copy["gb_per_s"] == max(copy["samples_gb_per_s"])
     ways = implementations("cpu", torch.float32)
     assert {"repeat_interleave + SDPA", "SDPA enable_gqa", "SDPA enable_gqa, math only"} <= set(
@@ -91,6 +95,7 @@ def test_write_puts_json_and_a_readable_svg(tmp_path, rows):
     sizes = [float(s) for s in re.findall(r"font-size: ([\d.]+)px", svg)]
     assert sizes and min(sizes) >= 8.5
     assert "copy ceiling" in svg and "ridge" in svg and "SDPA enable_gqa" in svg
+    assert "sum of 1 MiB" in svg
     assert sorted(p.name for p in folder.iterdir()) == ["decoding.json", "decoding.svg"]
 
 

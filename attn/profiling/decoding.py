@@ -136,14 +136,17 @@ Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def groups_as_rows(variant: attn.Variant) -> Step:
-    """A one-query step through a kernel that needs equal heads: each KV head's query heads become
-    rows of one query block, [b, kv_heads, groups, d], so K and V are read once per KV head."""
+    """A one-token step through a kernel that needs equal heads: each KV head's query heads become
+    the rows of one query block, [b, kv_heads, groups, d], so each KV head is one problem."""
 
     def step(q, k, v):
-        b, hq, _, d = q.shape
-        hkv = k.shape[1]
-        out = variant.forward(q.reshape(b, hkv, hq // hkv, d), k, v, is_causal=False)
-        return out.reshape(b, hq, 1, d)
+        # --8<-- [start:groups_as_rows]
+        b, q_heads, _, d = q.shape  # one new token: q is [b, q_heads, 1, d]
+        kv_heads = k.shape[1]
+        rows = q.reshape(b, kv_heads, q_heads // kv_heads, d)  # a view: heads of a group as rows
+        out = variant.forward(rows, k, v, is_causal=False)  # rows are not positions: no mask
+        return out.reshape(b, q_heads, 1, d)
+        # --8<-- [end:groups_as_rows]
 
     return step
 
@@ -153,14 +156,16 @@ def expanded(variant: attn.Variant) -> Step:
     into one batch dimension, so that the heads of a group share one K and one V."""
 
     def step(q, k, v):
-        b, hq, s, d = q.shape
-        hkv, L = k.shape[1], k.shape[2]
-        g = hq // hkv
-        kx = k.reshape(b * hkv, 1, L, d).expand(b * hkv, g, L, d)
-        vx = v.reshape(b * hkv, 1, L, d).expand(b * hkv, g, L, d)
-        return variant.forward(q.reshape(b * hkv, g, s, d), kx, vx, is_causal=False).reshape(
-            b, hq, s, d
-        )
+        # --8<-- [start:expanded]
+        b, q_heads, s, d = q.shape
+        kv_heads, L = k.shape[1], k.shape[2]
+        g = q_heads // kv_heads
+        # [b * kv_heads, g, L, d] with stride 0 over g: every head of a group points at one K.
+        k = k.reshape(b * kv_heads, 1, L, d).expand(b * kv_heads, g, L, d)
+        v = v.reshape(b * kv_heads, 1, L, d).expand(b * kv_heads, g, L, d)
+        out = variant.forward(q.reshape(b * kv_heads, g, s, d), k, v, is_causal=False)
+        return out.reshape(b, q_heads, s, d)
+        # --8<-- [end:expanded]
 
     return step
 
@@ -291,6 +296,23 @@ def bandwidth_probe(device: str, nbytes: int, dtype: torch.dtype = torch.float32
     }
 
 
+def read_probe(device: str, nbytes: int, name: str = "read") -> dict:
+    """A sum over a float32 tensor of `nbytes`: bytes read per second (a probe, not a ceiling).
+
+    Beside the copy it tells whether reading alone is faster; run at a cache-sized tensor, how much
+    faster a step is whose K and V stay in the CPU's caches from one step to the next.
+    """
+    src = torch.ones(max(nbytes // 4, 1), device=device)
+    timed = time_side_by_side({name: lambda: src.sum()}, device, budget_s=0.3)[name]
+    return {
+        "kind": "probe",
+        "name": name,
+        "bytes": src.nbytes,
+        **_times(timed),
+        "gb_per_s": src.nbytes / timed["best_s"] / 1e9,
+    }
+
+
 def compute_probe(device: str, n: int, dtype: torch.dtype) -> dict:
     """A square matmul of size n in the decode dtype: floating-point operations per second."""
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
@@ -338,7 +360,9 @@ def sweep(
 ) -> list[dict]:
     """Ceilings, then every way at each (batch, L) and at L = 1; ceilings measured again at the end.
 
-    Rows: ceilings {kind: ceiling, name: copy|matmul, ...} (the better of the two measurements) and
+    Rows: ceilings {kind: ceiling, name: copy|matmul, ...} (the better of the two measurements),
+    probes {kind: probe, name: read|read_small, ratio_to_copy, ...} (a sum over the copy's size and
+    over a cache-sized tensor: reading alone, from memory and from cache) and
     steps {kind: step, impl, batch, cache_len, time_us, kv_bytes, flops, intensity, gb_per_s,
     gflop_per_s, bandwidth_ratio, compute_ratio, overhead_us, overhead_share}.
     """
@@ -375,8 +399,10 @@ def _sweep(
     device, lengths, batches, dtype, heads, kv_heads, head_dim, probe_bytes, matmul_n, budget_s, say
 ) -> list[dict]:
     say("ceilings")
+    small = max(probe_bytes // 64, 2**16)  # fits in a CPU's last-level cache
     copies = [bandwidth_probe(device, probe_bytes)]
     matmuls = [compute_probe(device, matmul_n, dtype)]
+    reads = [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
     ways = implementations(device, dtype)
     es = _size(dtype)
     rows: list[dict] = []
@@ -432,16 +458,23 @@ def _sweep(
     say("ceilings again")
     copies.append(bandwidth_probe(device, probe_bytes))
     matmuls.append(compute_probe(device, matmul_n, dtype))
+    reads += [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
+    probes = [
+        max((r for r in reads if r["name"] == name), key=lambda r: r["gb_per_s"])
+        for name in ("read", "read_small")
+    ]
     copy = max(copies, key=lambda r: r["gb_per_s"])
     matmul = max(matmuls, key=lambda r: r["gflop_per_s"])
     copy["samples_gb_per_s"] = [r["gb_per_s"] for r in copies]
     matmul["samples_gflop_per_s"] = [r["gflop_per_s"] for r in matmuls]
-    for r in (copy, matmul, *rows):
+    for r in probes:
+        r["ratio_to_copy"] = r["gb_per_s"] / copy["gb_per_s"]
+    for r in (copy, matmul, *probes, *rows):
         r["threads"] = torch.get_num_threads()
     for r in rows:
         r["bandwidth_ratio"] = r["gb_per_s"] / copy["gb_per_s"]
         r["compute_ratio"] = r["gflop_per_s"] / matmul["gflop_per_s"]
-    return [copy, matmul, *rows]
+    return [copy, matmul, *probes, *rows]
 
 
 def ceilings(rows: list[dict]) -> tuple[dict, dict]:
@@ -580,6 +613,17 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
         textcoords="offset points",
         fontsize=8.5,
     )
+    for r in (r for r in rows if r["kind"] == "probe"):
+        # Reading alone, from memory and from a cache-sized tensor: what a step could reach.
+        ax_b.axhline(r["ratio_to_copy"], color="#555555", lw=0.9, ls="--")
+        ax_b.annotate(
+            f"sum of {r['bytes'] / 2**20:g} MiB",
+            (lengths[0] if lengths else 1, r["ratio_to_copy"]),
+            xytext=(0, 2),
+            textcoords="offset points",
+            fontsize=8.5,
+            color="#555555",
+        )
     ax_b.set_xscale("log", base=2)
     ax_b.set_yscale("log")
     ax_b.set_xlabel("cache length L (keys)")
@@ -636,6 +680,11 @@ def summary_lines(rows: list[dict]) -> list[str]:
         f"copy ceiling {copy['gb_per_s']:.2f} GB/s (samples {', '.join(f'{x:.2f}' for x in copy['samples_gb_per_s'])}); "
         f"matmul ceiling {matmul['gflop_per_s']:.1f} GFLOP/s"
     ]
+    for r in (r for r in rows if r["kind"] == "probe"):
+        lines.append(
+            f"{r['name']} probe ({r['bytes'] / 2**20:g} MiB): {r['gb_per_s']:.2f} GB/s "
+            f"= {r['ratio_to_copy']:.2f} x copy"
+        )
     for r in (r for r in rows if r["kind"] == "step"):
         flag = "  overhead-bound" if r["overhead_share"] >= 0.5 else ""
         lines.append(
