@@ -21,6 +21,7 @@ import math
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -195,7 +196,9 @@ def implementations(device: str, dtype: torch.dtype) -> dict[str, Step]:
             found[f"{name}, K/V expanded (stride 0)"] = expanded(variant)
     q, k, v = make_step(device, dtype, batch=1, cache_len=16, heads=4, kv_heads=2, head_dim=64)
     usable = {}
-    with torch.no_grad():
+    # torch warns why each rejected backend cannot run; the ways that fail are simply left out.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         expected = found["SDPA enable_gqa"](q, k, v).float()
         for label, step in found.items():
             try:
