@@ -13,6 +13,7 @@ from torch.nn.attention import sdpa_kernel
 from attn.custom_cpu import custom_cpu_variant
 from attn.custom_cuda import custom_cuda_variant
 from attn.custom_triton import custom_triton_variant
+from attn.decode_variant import decode_variants
 from attn.inplace import InPlaceAttention
 from attn.naive import NaiveAttention
 from attn.sdpa import BACKENDS, SdpaAttention
@@ -117,4 +118,5 @@ def all_variants() -> list[Variant]:
         custom_cpu_variant(),
         custom_cuda_variant(),
         custom_triton_variant(),
+        *decode_variants(),
     ]

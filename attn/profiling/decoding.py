@@ -1,0 +1,736 @@
+"""What bounds a decode step: bytes of K and V read per step against this machine's own ceilings.
+
+python -m attn.profiling.decoding --out profiles [--device cpu] [--lengths ...] [--batches ...]
+
+One new token per sequence (seq_q = 1) attends to a KV cache of length L with grouped-query
+attention (32 query heads, 8 KV heads, head_dim 64). Each way of computing it is timed side by side
+with the others, and in the same run the machine's ceilings are measured: a large tensor copy
+(memory bandwidth) and a large matmul (compute). Achieved bandwidth is the bytes of K and V a step
+must read, divided by its time; it is reported as a fraction of the copy ceiling, never as an
+absolute claim. A cache of length 1 gives each way's fixed cost (dispatch on CPU, launches on a
+GPU): where that is most of a step, overhead, not memory, bounds it.
+
+Writes `<out>/<hardware>/decoding.json` (rows) and `decoding.svg`, each replaced atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import attn
+from attn.profiling.atomic import write_rows
+from attn.profiling.config import DTYPES, ProfileConfig, default_device
+from attn.profiling.environment import device_name, hardware_slug, is_gpu
+
+STEM = "decoding"
+HEADS, KV_HEADS, HEAD_DIM = 32, 8, 64
+LENGTHS = {
+    "cpu": (16, 64, 256, 1024, 4096, 16384, 32768),
+    "cuda": (64, 256, 1024, 4096, 16384, 65536),
+}
+BATCHES = {"cpu": (1, 4), "cuda": (1, 8)}
+PROBE_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}  # well past the last-level cache
+MATMUL_N = {"cpu": 2048, "cuda": 8192}
+CELL_SECONDS = 0.25  # time spent on each way at each (batch, L): enough calls for a stable best
+SLOW_SECONDS = 0.3  # a way whose step took longer than this is not run at longer caches
+DECODE_VARIANTS = ("decode_repeat_kv", "decode_enable_gqa")
+
+
+# --- the shape the decoding variants are profiled at ----------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig(ProfileConfig):
+    """A ProfileConfig whose k and v have `kv_heads` heads (grouped-query attention)."""
+
+    kv_heads: int = KV_HEADS
+
+    def shape(self) -> dict[str, int]:
+        return {**super().shape(), "kv_heads": self.kv_heads}
+
+    def make_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Seeded q [batch, heads, seq_q, d] and k, v [batch, kv_heads, seq_k, d] on the device."""
+        gen = torch.Generator().manual_seed(self.seed)
+
+        def rand(heads: int, seq: int) -> torch.Tensor:
+            t = torch.randn(self.batch, heads, seq, self.head_dim, generator=gen)
+            return t.to(self.device, self.torch_dtype)
+
+        return (
+            rand(self.heads, self.seq_q),
+            rand(self.kv_heads, self.seq_k),
+            rand(self.kv_heads, self.seq_k),
+        )
+
+
+def decode_config(device: str) -> DecodeConfig:
+    """One decode step: 32 query heads over 8 KV heads; a 4k cache on CPU, 16k in bf16 on a GPU."""
+    if is_gpu(device):
+        return DecodeConfig(
+            device=device,
+            batch=8,
+            heads=HEADS,
+            seq_q=1,
+            seq_k=16384,
+            head_dim=HEAD_DIM,
+            dtype="bfloat16",
+            is_causal=False,
+        )
+    return DecodeConfig(
+        device=device,
+        batch=4,
+        heads=HEADS,
+        seq_q=1,
+        seq_k=4096,
+        head_dim=HEAD_DIM,
+        dtype="float32",
+        is_causal=False,
+    )
+
+
+def config_for(variant: str, config: ProfileConfig) -> ProfileConfig:
+    """The config to profile `variant` with: a decode step for the decoding variants, else `config`."""
+    if variant not in DECODE_VARIANTS:
+        return config
+    base = decode_config(config.device)
+    return dataclasses.replace(base, dtype=config.dtype) if config.dtype else base
+
+
+def example_flags(config: ProfileConfig) -> list[str]:
+    """The flags that make examples/decode_attention.py run exactly `config`."""
+    flags = [
+        "--device",
+        config.device,
+        "--batch",
+        str(config.batch),
+        "--heads",
+        str(config.heads),
+        "--kv-heads",
+        str(getattr(config, "kv_heads", config.heads)),
+        "--seq",
+        str(config.seq_q),
+        "--cache-len",
+        str(config.seq_k),
+        "--head-dim",
+        str(config.head_dim),
+        "--dtype",
+        config.dtype,
+    ]
+    return flags + ([] if config.is_causal else ["--no-causal"])
+
+
+# --- the ways to compute a decode step -------------------------------------------------------------
+
+Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def groups_as_rows(variant: attn.Variant) -> Step:
+    """A one-token step through a kernel that needs equal heads: each KV head's query heads become
+    the rows of one query block, [b, kv_heads, groups, d], so each KV head is one problem."""
+
+    def step(q, k, v):
+        # --8<-- [start:groups_as_rows]
+        b, q_heads, _, d = q.shape  # one new token: q is [b, q_heads, 1, d]
+        kv_heads = k.shape[1]
+        rows = q.reshape(b, kv_heads, q_heads // kv_heads, d)  # a view: heads of a group as rows
+        out = variant.forward(rows, k, v, is_causal=False)  # rows are not positions: no mask
+        return out.reshape(b, q_heads, 1, d)
+        # --8<-- [end:groups_as_rows]
+
+    return step
+
+
+def expanded(variant: attn.Variant) -> Step:
+    """K and V expanded to the query heads with stride 0 (no copy): batch and KV heads are merged
+    into one batch dimension, so that the heads of a group share one K and one V."""
+
+    def step(q, k, v):
+        # --8<-- [start:expanded]
+        b, q_heads, s, d = q.shape
+        kv_heads, L = k.shape[1], k.shape[2]
+        g = q_heads // kv_heads
+        # [b * kv_heads, g, L, d] with stride 0 over g: every head of a group points at one K.
+        k = k.reshape(b * kv_heads, 1, L, d).expand(b * kv_heads, g, L, d)
+        v = v.reshape(b * kv_heads, 1, L, d).expand(b * kv_heads, g, L, d)
+        out = variant.forward(q.reshape(b * kv_heads, g, s, d), k, v, is_causal=False)
+        return out.reshape(b, q_heads, s, d)
+        # --8<-- [end:expanded]
+
+    return step
+
+
+def pinned_gqa(backend: SDPBackend) -> Step:
+    def step(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    return step
+
+
+def implementations(device: str, dtype: torch.dtype) -> dict[str, Step]:
+    """Every way that runs here on a tiny GQA step, by label; each checked against the first."""
+    repeat, gqa = (attn.get_variant(n) for n in DECODE_VARIANTS)
+    found: dict[str, Step] = {
+        "repeat_interleave + SDPA": lambda q, k, v: repeat.forward(q, k, v, is_causal=False),
+        "SDPA enable_gqa": lambda q, k, v: gqa.forward(q, k, v, is_causal=False),
+    }
+    backends = ["math"] if not is_gpu(device) else ["flash", "efficient", "cudnn", "math"]
+    for name in backends:
+        found[f"SDPA enable_gqa, {name} only"] = pinned_gqa(getattr(SDPBackend, _BACKEND[name]))
+    for name in ("custom_cpu", "custom_cuda", "custom_triton"):
+        variant = attn.get_variant(name)
+        if variant.why_unavailable(device, dtype) is None:
+            found[f"{name}, groups as rows"] = groups_as_rows(variant)
+            found[f"{name}, K/V expanded (stride 0)"] = expanded(variant)
+    q, k, v = make_step(device, dtype, batch=1, cache_len=16, heads=4, kv_heads=2, head_dim=64)
+    usable = {}
+    # torch warns why each rejected backend cannot run; the ways that fail are simply left out.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = found["SDPA enable_gqa"](q, k, v).float()
+        for label, step in found.items():
+            try:
+                out = step(q, k, v)
+            except (RuntimeError, ValueError):
+                continue  # this backend or kernel does not take the shape here
+            if torch.allclose(out.float(), expected, atol=2e-2, rtol=2e-2):
+                usable[label] = step
+    return usable
+
+
+_BACKEND = {
+    "math": "MATH",
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+}
+
+
+def make_step(
+    device: str,
+    dtype: torch.dtype,
+    *,
+    batch: int,
+    cache_len: int,
+    heads: int = HEADS,
+    kv_heads: int = KV_HEADS,
+    head_dim: int = HEAD_DIM,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q [batch, heads, 1, d] and the cache k, v [batch, kv_heads, cache_len, d], seeded."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn(batch, heads, 1, head_dim, generator=gen, device=device, dtype=dtype)
+    k, v = (
+        torch.randn(batch, kv_heads, cache_len, head_dim, generator=gen, device=device, dtype=dtype)
+        for _ in range(2)
+    )
+    return q, k, v
+
+
+# --- timing ------------------------------------------------------------------------------------------
+
+
+def _seconds(fn: Callable[[], object], device: str) -> float:
+    if is_gpu(device):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def time_side_by_side(
+    calls: dict[str, Callable[[], object]],
+    device: str,
+    *,
+    budget_s: float = CELL_SECONDS,
+    min_rounds: int = 3,
+    max_rounds: int = 30,
+) -> dict[str, dict]:
+    """Each call timed in turn, round by round, after one warm-up: {label: {best_s, median_s, n}}.
+
+    Interleaving spreads the machine's drift over every way alike. The best of the rounds is the
+    call least disturbed by the rest of a shared machine; the median is kept beside it.
+    """
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    with torch.no_grad():
+        for fn in calls.values():
+            fn()
+        spent = 0.0
+        for round_ in range(max_rounds):
+            for label, fn in calls.items():
+                times[label].append(_seconds(fn, device))
+            spent = sum(sum(t) for t in times.values())
+            if round_ + 1 >= min_rounds and spent >= budget_s * len(calls):
+                break
+    return {
+        label: {"best_s": min(t), "median_s": statistics.median(t), "n": len(t)}
+        for label, t in times.items()
+    }
+
+
+def bandwidth_probe(device: str, nbytes: int, dtype: torch.dtype = torch.float32) -> dict:
+    """A copy of a tensor of `nbytes`: bytes read plus bytes written, per second."""
+    src = torch.ones(max(nbytes // _size(dtype), 1), device=device, dtype=dtype)
+    dst = torch.empty_like(src)
+    timed = time_side_by_side({"copy": lambda: dst.copy_(src)}, device, budget_s=0.3)["copy"]
+    moved = 2 * src.nbytes
+    return {
+        "kind": "ceiling",
+        "name": "copy",
+        "bytes": moved,
+        **_times(timed),
+        "gb_per_s": moved / timed["best_s"] / 1e9,
+    }
+
+
+def read_probe(device: str, nbytes: int, name: str = "read") -> dict:
+    """A sum over a float32 tensor of `nbytes`: bytes read per second (a probe, not a ceiling).
+
+    Beside the copy it tells whether reading alone is faster; run at a cache-sized tensor, how much
+    faster a step is whose K and V stay in the CPU's caches from one step to the next.
+    """
+    src = torch.ones(max(nbytes // 4, 1), device=device)
+    timed = time_side_by_side({name: lambda: src.sum()}, device, budget_s=0.3)[name]
+    return {
+        "kind": "probe",
+        "name": name,
+        "bytes": src.nbytes,
+        **_times(timed),
+        "gb_per_s": src.nbytes / timed["best_s"] / 1e9,
+    }
+
+
+def compute_probe(device: str, n: int, dtype: torch.dtype) -> dict:
+    """A square matmul of size n in the decode dtype: floating-point operations per second."""
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    timed = time_side_by_side({"mm": lambda: torch.mm(a, b, out=out)}, device, budget_s=0.3)["mm"]
+    flops = 2 * n**3
+    return {
+        "kind": "ceiling",
+        "name": "matmul",
+        "flops": flops,
+        **_times(timed),
+        "gflop_per_s": flops / timed["best_s"] / 1e9,
+    }
+
+
+def _size(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def _times(timed: dict) -> dict:
+    return {
+        "time_us": timed["best_s"] * 1e6,
+        "median_us": timed["median_s"] * 1e6,
+        "calls": timed["n"],
+    }
+
+
+# --- the sweep ---------------------------------------------------------------------------------------
+
+
+def sweep(
+    device: str,
+    lengths: tuple[int, ...],
+    batches: tuple[int, ...],
+    *,
+    dtype: torch.dtype | None = None,
+    heads: int = HEADS,
+    kv_heads: int = KV_HEADS,
+    head_dim: int = HEAD_DIM,
+    probe_bytes: int | None = None,
+    matmul_n: int | None = None,
+    budget_s: float = CELL_SECONDS,
+    threads: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict]:
+    """Ceilings, then every way at each (batch, L) and at L = 1; ceilings measured again at the end.
+
+    Rows: ceilings {kind: ceiling, name: copy|matmul, ...} (the better of the two measurements),
+    probes {kind: probe, name: read|read_small, ratio_to_copy, ...} (a sum over the copy's size and
+    over a cache-sized tensor: reading alone, from memory and from cache) and
+    steps {kind: step, impl, batch, cache_len, time_us, kv_bytes, flops, intensity, gb_per_s,
+    gflop_per_s, bandwidth_ratio, compute_ratio, overhead_us, overhead_share}.
+    """
+    kind = "cuda" if is_gpu(device) else "cpu"
+    dtype = dtype or (torch.bfloat16 if kind == "cuda" else torch.float32)
+    probe_bytes = probe_bytes or PROBE_BYTES[kind]
+    matmul_n = matmul_n or MATMUL_N[kind]
+    say = progress or (lambda _: None)
+    if heads % kv_heads:
+        raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _sweep(
+            device,
+            lengths,
+            batches,
+            dtype,
+            heads,
+            kv_heads,
+            head_dim,
+            probe_bytes,
+            matmul_n,
+            budget_s,
+            say,
+        )
+    finally:
+        torch.set_num_threads(before)
+
+
+def _sweep(
+    device, lengths, batches, dtype, heads, kv_heads, head_dim, probe_bytes, matmul_n, budget_s, say
+) -> list[dict]:
+    say("ceilings")
+    small = max(probe_bytes // 64, 2**16)  # fits in a CPU's last-level cache
+    copies = [bandwidth_probe(device, probe_bytes)]
+    matmuls = [compute_probe(device, matmul_n, dtype)]
+    reads = [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
+    ways = implementations(device, dtype)
+    es = _size(dtype)
+    rows: list[dict] = []
+    for batch in batches:
+        floor = {}
+        slow: set[str] = set()
+        for cache_len in (1, *lengths):
+            say(f"batch {batch}, cache {cache_len}")
+            q, k, v = make_step(
+                device,
+                dtype,
+                batch=batch,
+                cache_len=cache_len,
+                heads=heads,
+                kv_heads=kv_heads,
+                head_dim=head_dim,
+            )
+            run = {label: ways[label] for label in ways if label not in slow}
+            timed = time_side_by_side(
+                {label: (lambda s=step, qkv=(q, k, v): s(*qkv)) for label, step in run.items()},
+                device,
+                budget_s=budget_s,
+            )
+            kv_bytes = 2 * batch * kv_heads * cache_len * head_dim * es
+            flops = 4 * batch * heads * cache_len * head_dim  # q.k and p.v, 2 per multiply-add
+            for label, t in timed.items():
+                if cache_len == 1:
+                    floor[label] = t["best_s"]
+                    continue
+                if t["best_s"] > SLOW_SECONDS:
+                    slow.add(label)
+                rows.append(
+                    {
+                        "kind": "step",
+                        "impl": label,
+                        "batch": batch,
+                        "cache_len": cache_len,
+                        "heads": heads,
+                        "kv_heads": kv_heads,
+                        "head_dim": head_dim,
+                        "dtype": str(dtype).removeprefix("torch."),
+                        **_times(t),
+                        "kv_bytes": kv_bytes,
+                        "flops": flops,
+                        "intensity": flops / kv_bytes,
+                        "gb_per_s": kv_bytes / t["best_s"] / 1e9,
+                        "gflop_per_s": flops / t["best_s"] / 1e9,
+                        "overhead_us": floor[label] * 1e6,
+                        "overhead_share": min(floor[label] / t["best_s"], 1.0),
+                    }
+                )
+            del q, k, v
+    say("ceilings again")
+    copies.append(bandwidth_probe(device, probe_bytes))
+    matmuls.append(compute_probe(device, matmul_n, dtype))
+    reads += [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
+    probes = [
+        max((r for r in reads if r["name"] == name), key=lambda r: r["gb_per_s"])
+        for name in ("read", "read_small")
+    ]
+    copy = max(copies, key=lambda r: r["gb_per_s"])
+    matmul = max(matmuls, key=lambda r: r["gflop_per_s"])
+    copy["samples_gb_per_s"] = [r["gb_per_s"] for r in copies]
+    matmul["samples_gflop_per_s"] = [r["gflop_per_s"] for r in matmuls]
+    for r in probes:
+        r["ratio_to_copy"] = r["gb_per_s"] / copy["gb_per_s"]
+    for r in (copy, matmul, *probes, *rows):
+        r["threads"] = torch.get_num_threads()
+    for r in rows:
+        r["bandwidth_ratio"] = r["gb_per_s"] / copy["gb_per_s"]
+        r["compute_ratio"] = r["gflop_per_s"] / matmul["gflop_per_s"]
+    return [copy, matmul, *probes, *rows]
+
+
+def ceilings(rows: list[dict]) -> tuple[dict, dict]:
+    """The copy and matmul ceiling rows."""
+    by_name = {r["name"]: r for r in rows if r["kind"] == "ceiling"}
+    return by_name["copy"], by_name["matmul"]
+
+
+def overhead_bound(rows: list[dict], share: float = 0.5) -> list[dict]:
+    """The steps where a cache of length 1 already costs at least `share` of the step's time."""
+    return [r for r in rows if r["kind"] == "step" and r["overhead_share"] >= share]
+
+
+# --- the picture ------------------------------------------------------------------------------------
+
+COLORS = ["#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+MARKERS = ["o", "s", "D", "^", "v", "P", "X", "*"]
+
+
+def draw(rows: list[dict], title: str, path: Path) -> None:
+    """Left: a roofline (intensity against FLOP/s) with the measured ceilings; right: achieved
+    bandwidth as a fraction of the copy ceiling against cache length, the overhead-bound steps
+    marked. 7.2 in wide, no font under 8.5 pt."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plt.rcParams.update(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": "attention-profiled",
+            "font.size": 9,
+            "axes.titlesize": 9.5,
+            "axes.labelsize": 9,
+            "xtick.labelsize": 8.5,
+            "ytick.labelsize": 8.5,
+            "legend.fontsize": 8.5,
+        }
+    )
+    copy, matmul = ceilings(rows)
+    steps = [r for r in rows if r["kind"] == "step"]
+    impls = list(dict.fromkeys(r["impl"] for r in steps))
+    style = {
+        name: (COLORS[i % len(COLORS)], MARKERS[i % len(MARKERS)]) for i, name in enumerate(impls)
+    }
+    big = max((r["batch"] for r in steps), default=1)
+    small = min((r["batch"] for r in steps), default=1)
+
+    fig, (ax_r, ax_b) = plt.subplots(1, 2, figsize=(7.2, 4.1), gridspec_kw={"wspace": 0.32})
+    # Roofline: the memory roof bw * x and the compute roof, both measured here.
+    bw = copy["gb_per_s"]
+    peak = matmul["gflop_per_s"]
+    xs = [r["intensity"] for r in steps] or [1.0]
+    x_lo, x_hi = min(xs) / 8, max(max(xs) * 8, 2 * peak / bw)
+    grid = [x_lo * (x_hi / x_lo) ** (i / 100) for i in range(101)]
+    ax_r.plot(grid, [min(bw * x, peak) for x in grid], color="black", lw=1.2)
+    ridge = peak / bw  # FLOP per byte where the two roofs meet
+    ax_r.axvline(ridge, color="#777777", lw=0.8, ls=":")
+    ax_r.text(ridge, peak / 30, f" ridge\n {ridge:.3g}", fontsize=8.5, va="top")
+    ax_r.text(
+        0.03,
+        0.97,
+        f"roofs measured in this run:\ncopy {bw:.3g} GB/s\nmatmul {peak:.3g} GFLOP/s",
+        transform=ax_r.transAxes,
+        ha="left",
+        va="top",
+        fontsize=8.5,
+    )
+    lengths = sorted({r["cache_len"] for r in steps})
+    for i, name in enumerate(impls):
+        color, marker = style[name]
+        mine = [r for r in steps if r["impl"] == name and r["batch"] == big]
+        # Spread the ways sideways a little: they share one intensity.
+        shift = 1.0 + 0.09 * (i - (len(impls) - 1) / 2)
+        longest = max((r["cache_len"] for r in mine), default=0)
+        for r in mine:
+            filled = r["cache_len"] == longest
+            ax_r.scatter(
+                r["intensity"] * shift,
+                r["gflop_per_s"],
+                s=22,
+                marker=marker,
+                color=color if filled else "none",
+                edgecolors=color,
+                linewidths=0.9,
+                zorder=3,
+            )
+    ax_r.set_xscale("log")
+    ax_r.set_yscale("log")
+    ax_r.set_xlim(x_lo, x_hi)
+    ax_r.set_xlabel("arithmetic intensity (FLOP per byte of K and V)")
+    ax_r.set_ylabel("achieved GFLOP/s")
+    ax_r.set_title(f"Roofline, batch {big}: filled = longest cache run", loc="left")
+    ax_r.grid(True, which="major", lw=0.3, alpha=0.5)
+
+    # Achieved bandwidth / copy ceiling against cache length.
+    for name in impls:
+        color, marker = style[name]
+        for batch, ls in ((big, "-"), (small, ":")) if big != small else ((big, "-"),):
+            mine = sorted(
+                (r for r in steps if r["impl"] == name and r["batch"] == batch),
+                key=lambda r: r["cache_len"],
+            )
+            if not mine:
+                continue
+            ax_b.plot(
+                [r["cache_len"] for r in mine],
+                [r["bandwidth_ratio"] for r in mine],
+                ls=ls,
+                marker=marker,
+                ms=4,
+                color=color,
+                lw=1.1,
+                label=name if batch == big else None,
+            )
+            for r in mine:
+                if r["overhead_share"] >= 0.5:  # a length-1 cache costs half the step or more
+                    ax_b.scatter(
+                        r["cache_len"],
+                        r["bandwidth_ratio"],
+                        s=70,
+                        marker="o",
+                        facecolors="none",
+                        edgecolors="#999999",
+                        lw=0.8,
+                        zorder=1,
+                    )
+    ax_b.axhline(1.0, color="black", lw=1.0)
+    ax_b.annotate(
+        "copy ceiling",
+        (lengths[-1] if lengths else 1, 1.0),
+        xytext=(0, -11),
+        ha="right",
+        textcoords="offset points",
+        fontsize=8.5,
+    )
+    for r in (r for r in rows if r["kind"] == "probe"):
+        # Reading alone, from memory and from a cache-sized tensor: what a step could reach.
+        ax_b.axhline(r["ratio_to_copy"], color="#555555", lw=0.9, ls="--")
+        ax_b.annotate(
+            f"sum of {r['bytes'] / 2**20:g} MiB",
+            (lengths[0] if lengths else 1, r["ratio_to_copy"]),
+            xytext=(0, 2),
+            textcoords="offset points",
+            fontsize=8.5,
+            color="#555555",
+        )
+    ax_b.set_xscale("log", base=2)
+    ax_b.set_yscale("log")
+    ax_b.set_xlabel("cache length L (keys)")
+    ax_b.set_ylabel("bytes of K, V per second ÷ copy ceiling")
+    dotted = f"; dotted: batch {small}" if big != small else ""
+    ax_b.set_title(f"Bandwidth, solid: batch {big}{dotted}", loc="left")
+    ax_b.grid(True, which="major", lw=0.3, alpha=0.5)
+    # Plain tick labels: mathtext exponents (10^-2) would print below the 8.5 pt minimum.
+    for axis in (ax_r.xaxis, ax_r.yaxis, ax_b.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax_b.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _keys(x)))
+    handles, labels = ax_b.get_legend_handles_labels()
+    ring = plt.Line2D([], [], marker="o", ls="", mfc="none", mec="#999999", ms=8)
+    fig.legend(
+        handles + [ring],
+        labels + ["overhead ≥ half the step (ringed)"],
+        loc="lower center",
+        ncol=2,
+        frameon=False,
+        bbox_to_anchor=(0.5, 0.0),
+    )
+    fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+    rows_of_legend = math.ceil((len(labels) + 1) / 2)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.86, bottom=0.2 + 0.045 * rows_of_legend)
+    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+    plt.close(fig)
+
+
+def _keys(n: float) -> str:
+    """64, 1k, 32k: cache lengths as tick labels."""
+    return f"{n / 1024:g}k" if n >= 1024 else f"{n:g}"
+
+
+def write(out_root: Path, device: str, rows: list[dict]) -> Path:
+    """Write decoding.json and decoding.svg into `<out>/<hardware>/`, each replaced atomically."""
+    folder = Path(out_root) / hardware_slug(device)
+    step = next((r for r in rows if r["kind"] == "step"), None)
+    shape = (
+        f"{step['heads']} query / {step['kv_heads']} KV heads, d {step['head_dim']}, {step['dtype']}"
+        if step
+        else ""
+    )
+    if step and not is_gpu(device):
+        shape += f", {step['threads']} thread{'s' if step['threads'] > 1 else ''}"
+    title = f"One decode step on {device_name(device)} ({shape})"
+    return write_rows(folder, STEM, rows, lambda p: draw(rows, title, p))
+
+
+def summary_lines(rows: list[dict]) -> list[str]:
+    """Plain lines: the ceilings, then each way's bandwidth ratio per length, overhead flagged."""
+    copy, matmul = ceilings(rows)
+    lines = [
+        f"copy ceiling {copy['gb_per_s']:.2f} GB/s (samples {', '.join(f'{x:.2f}' for x in copy['samples_gb_per_s'])}); "
+        f"matmul ceiling {matmul['gflop_per_s']:.1f} GFLOP/s"
+    ]
+    for r in (r for r in rows if r["kind"] == "probe"):
+        lines.append(
+            f"{r['name']} probe ({r['bytes'] / 2**20:g} MiB): {r['gb_per_s']:.2f} GB/s "
+            f"= {r['ratio_to_copy']:.2f} x copy"
+        )
+    for r in (r for r in rows if r["kind"] == "step"):
+        flag = "  overhead-bound" if r["overhead_share"] >= 0.5 else ""
+        lines.append(
+            f"{r['impl']:<40} b={r['batch']} L={r['cache_len']:>6}: {r['time_us']:>10.1f} µs, "
+            f"{r['gb_per_s']:6.2f} GB/s = {r['bandwidth_ratio']:.2f} x copy; "
+            f"L=1 costs {r['overhead_share']:.0%}{flag}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m attn.profiling.decoding", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--out", type=Path, default=Path("profiles"))
+    parser.add_argument("--device", default=default_device())
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", help="cache lengths (default: per device)"
+    )
+    parser.add_argument("--batches", type=int, nargs="+", help="batch sizes (default: per device)")
+    parser.add_argument(
+        "--dtype", choices=sorted(DTYPES), help="default: float32 CPU, bfloat16 GPU"
+    )
+    parser.add_argument(
+        "--threads", type=int, help="CPU threads for every measurement (default: torch's)"
+    )
+    args = parser.parse_args(argv)
+    kind = "cuda" if is_gpu(args.device) else "cpu"
+    if any(n < 1 for n in [*(args.lengths or []), *(args.batches or []), args.threads or 1]):
+        parser.error("lengths, batches and threads must be whole numbers >= 1")
+    rows = sweep(
+        args.device,
+        tuple(args.lengths or LENGTHS[kind]),
+        tuple(args.batches or BATCHES[kind]),
+        dtype=DTYPES[args.dtype] if args.dtype else None,
+        threads=args.threads,
+        progress=lambda text: print(f"decoding: {text}", file=sys.stderr, flush=True),
+    )
+    folder = write(args.out, args.device, rows)
+    print("\n".join(summary_lines(rows)))
+    print(f"decoding: {len(rows)} rows written to {folder}/{STEM}.json and {STEM}.svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

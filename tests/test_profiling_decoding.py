@@ -1,0 +1,164 @@
+"""attn.profiling.decoding on tiny sizes: structure and sane ratios, never speed."""
+
+import json
+import math
+import re
+
+import pytest
+import torch
+
+import attn
+from attn.profiling import decoding
+from attn.profiling.decoding import (
+    DecodeConfig,
+    bandwidth_probe,
+    compute_probe,
+    config_for,
+    decode_config,
+    example_flags,
+    expanded,
+    groups_as_rows,
+    implementations,
+    make_step,
+    overhead_bound,
+    sweep,
+    write,
+)
+
+TINY = dict(heads=4, kv_heads=2, head_dim=16, probe_bytes=2**20, matmul_n=32, budget_s=0.001)
+
+
+def positive_finite(x):
+    return isinstance(x, float | int) and math.isfinite(x) and x > 0
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return sweep("cpu", (8, 32), (1, 2), **TINY)
+
+
+def test_probes_report_positive_rates():
+    copy = bandwidth_probe("cpu", 2**20)
+    assert copy["kind"] == "ceiling" and copy["bytes"] == 2 * 2**20
+    assert positive_finite(copy["gb_per_s"]) and positive_finite(copy["time_us"])
+    mm = compute_probe("cpu", 32, torch.float32)
+    assert mm["flops"] == 2 * 32**3 and positive_finite(mm["gflop_per_s"])
+
+
+def test_sweep_rows_have_the_contract(rows):
+    copy, matmul, read, read_small, *steps = rows
+    assert (copy["name"], matmul["name"]) == ("copy", "matmul")
+    assert (read["kind"], read["name"], read_small["name"]) == ("probe", "read", "read_small")
+    assert read["bytes"] == 2**20 and read_small["bytes"] == 2**16
+    for probe in (read, read_small):
+        assert positive_finite(probe["ratio_to_copy"]) and positive_finite(probe["gb_per_s"])
+    assert len(copy["samples_gb_per_s"]) == 2 and copy["gb_per_s"] == max(copy["samples_gb_per_s"])
+    ways = implementations("cpu", torch.float32)
+    assert {"repeat_interleave + SDPA", "SDPA enable_gqa", "SDPA enable_gqa, math only"} <= set(
+        ways
+    )
+    cells = {(r["impl"], r["batch"], r["cache_len"]) for r in steps}
+    assert cells == {(w, b, n) for w in ways for b in (1, 2) for n in (8, 32)}
+    for r in steps:
+        # bytes of K and V read once, and 2 FLOPs per multiply-add of q.k and p.v
+        assert r["kv_bytes"] == 2 * r["batch"] * 2 * r["cache_len"] * 16 * 4
+        assert r["flops"] == 4 * r["batch"] * 4 * r["cache_len"] * 16
+        assert r["intensity"] == pytest.approx(2 * (4 / 2) / 4)  # 2 x group / bytes per element
+        for key in ("time_us", "gb_per_s", "gflop_per_s", "bandwidth_ratio", "compute_ratio"):
+            assert positive_finite(r[key]), (key, r)
+        assert r["bandwidth_ratio"] == pytest.approx(r["gb_per_s"] / copy["gb_per_s"])
+        assert 0 < r["overhead_share"] <= 1 and positive_finite(r["overhead_us"])
+        assert r["threads"] == torch.get_num_threads()
+    assert all(r in steps for r in overhead_bound(rows, share=0.0))
+    json.dumps(rows)  # plain data
+
+
+def test_a_slow_way_is_not_run_at_longer_caches(monkeypatch):
+    monkeypatch.setattr(decoding, "SLOW_SECONDS", 0.0)  # every way counts as slow after one length
+    found = sweep("cpu", (8, 16), (1,), **TINY)
+    assert {r["cache_len"] for r in found if r["kind"] == "step"} == {8}
+
+
+def test_threads_are_restored():
+    before = torch.get_num_threads()
+    found = sweep("cpu", (8,), (1,), threads=1, **TINY)
+    assert torch.get_num_threads() == before
+    assert {r["threads"] for r in found} == {1}
+
+
+def test_write_puts_json_and_a_readable_svg(tmp_path, rows):
+    folder = write(tmp_path, "cpu", rows)
+    assert folder == tmp_path / "cpu"
+    assert json.loads((folder / "decoding.json").read_text()) == json.loads(json.dumps(rows))
+    svg = (folder / "decoding.svg").read_text()
+    assert 'width="518.4pt"' in svg  # 7.2 in at 72 pt per inch
+    sizes = [float(s) for s in re.findall(r"font-size: ([\d.]+)px", svg)]
+    assert sizes and min(sizes) >= 8.5
+    assert "copy ceiling" in svg and "ridge" in svg and "SDPA enable_gqa" in svg
+    assert "sum of 1 MiB" in svg
+    assert sorted(p.name for p in folder.iterdir()) == ["decoding.json", "decoding.svg"]
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 2, 40, 32), (2, 6, 3, 17, 64), (1, 4, 1, 5, 16)])
+def test_custom_kernel_ways_match_the_reference(shape):
+    custom = attn.get_variant("custom_cpu")
+    if custom.why_unavailable("cpu") is not None:
+        pytest.skip(custom.why_unavailable("cpu"))
+    batch, heads, kv_heads, cache_len, head_dim = shape
+    q, k, v = make_step("cpu", torch.float32, batch=batch, cache_len=cache_len, heads=heads,
+                        kv_heads=kv_heads, head_dim=head_dim)  # fmt: skip
+    groups = heads // kv_heads
+    expected = attn.reference_attention(
+        q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), is_causal=False
+    )
+    for way in (groups_as_rows(custom), expanded(custom)):
+        out = way(q, k, v)
+        assert out.shape == q.shape
+        torch.testing.assert_close(out.double(), expected, atol=2e-5, rtol=0)
+
+
+def test_expanded_keys_have_stride_zero_across_a_group():
+    seen = {}
+
+    class Spy(attn.Variant):
+        name, title = "spy", "spy"
+
+        def forward(self, q, k, v, *, is_causal=True):
+            seen["k"] = k
+            return q.clone()
+
+        def _attention(self, q, k, v, *, is_causal):  # pragma: no cover
+            raise AssertionError
+
+    q, k, v = make_step("cpu", torch.float32, batch=2, cache_len=5, heads=8, kv_heads=2,
+                        head_dim=4)  # fmt: skip
+    expanded(Spy())(q, k, v)
+    assert seen["k"].shape == (4, 4, 5, 4) and seen["k"].stride(1) == 0
+    assert seen["k"].data_ptr() == k.data_ptr()  # a view: no copy of the cache
+
+
+def test_decode_config_makes_gqa_inputs():
+    config = decode_config("cpu")
+    assert isinstance(config, DecodeConfig) and config.seq_q == 1 and not config.is_causal
+    small = DecodeConfig(batch=2, heads=4, kv_heads=2, seq_q=1, seq_k=7, head_dim=8)
+    q, k, v = small.make_inputs()
+    assert q.shape == (2, 4, 1, 8) and k.shape == v.shape == (2, 2, 7, 8)
+    assert small.shape()["kv_heads"] == 2
+    assert config_for("naive", small) is small
+    assert isinstance(config_for("decode_repeat_kv", small), DecodeConfig)
+    flags = example_flags(small)
+    assert flags[flags.index("--kv-heads") + 1] == "2" and "--no-causal" not in flags
+
+
+def test_command_line_writes_both_files(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(decoding.PROBE_BYTES, "cpu", 2**20)
+    monkeypatch.setitem(decoding.MATMUL_N, "cpu", 32)
+    monkeypatch.setattr(decoding, "CELL_SECONDS", 0.001)
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--lengths", "8", "--batches", "1",
+            "--threads", "1"]  # fmt: skip
+    assert decoding.main(argv) == 0
+    assert (tmp_path / "cpu" / "decoding.json").is_file()
+    assert (tmp_path / "cpu" / "decoding.svg").is_file()
+    assert "copy ceiling" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        decoding.main(["--lengths", "0"])
