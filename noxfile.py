@@ -31,6 +31,8 @@ EXAMPLES = [
         (f"custom_{i}", ["examples/custom_kernel_attention.py", "--impl", i])
         for i in ("cpu", "cuda", "triton")
     ),
+    ("decode_repeat_kv", ["examples/decode_attention.py", "--gqa", "repeat"]),
+    ("decode_enable_gqa", ["examples/decode_attention.py", "--gqa", "enable_gqa"]),
 ]
 
 nox.options.sessions = ["tests"]
@@ -90,6 +92,9 @@ def profile_examples(session: nox.Session) -> None:
         "profiles",
         *_device_args(session.posargs),
     )
+    session.run(
+        "python", "-m", "attn.profiling.decoding", "--out", "profiles", *_device_args(session.posargs)
+    )  # fmt: skip
     build_site(session)
 
 

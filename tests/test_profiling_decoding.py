@@ -5,6 +5,8 @@ import math
 import re
 
 import pytest
+
+from attn.profiling import run
 import torch
 
 import attn
@@ -15,7 +17,6 @@ from attn.profiling.decoding import (
     compute_probe,
     config_for,
     decode_config,
-    example_flags,
     expanded,
     groups_as_rows,
     implementations,
@@ -146,7 +147,7 @@ def test_decode_config_makes_gqa_inputs():
     assert small.shape()["kv_heads"] == 2
     assert config_for("naive", small) is small
     assert isinstance(config_for("decode_repeat_kv", small), DecodeConfig)
-    flags = example_flags(small)
+    flags = run.example_flags(small)
     assert flags[flags.index("--kv-heads") + 1] == "2" and "--no-causal" not in flags
 
 

@@ -275,6 +275,13 @@ CLAIMS: dict[str, list[Claim]] = {
 }
 
 
+# The decoding chapter's claims live beside their own building blocks (decode_claims.py, which
+# imports the ones above: hence the import here, after them).
+from attn.profiling.decode_claims import DECODE_CLAIMS  # noqa: E402
+
+CLAIMS.update(DECODE_CLAIMS)
+
+
 def claims_for(variant: str, device_type: str | None = None) -> list[Claim]:
     """The variant's claims, all of them or those about one device type."""
     return [c for c in CLAIMS.get(variant, []) if device_type in (None, c.device_type)]

@@ -27,6 +27,8 @@ import attn
 from attn.profiling import layout
 from attn.profiling.analyze import device_name_of, recheck, write_artifacts
 from attn.profiling.config import DTYPES, ProfileConfig, default_config, default_device
+from attn.profiling.decoding import config_for
+from attn.profiling.diff import main as diff_main
 from attn.profiling.run import ProfilingError, finish_set, profile_example, profile_variant
 from attn.profiling.trace import TraceFormatError, load_trace
 
@@ -137,8 +139,9 @@ def run(
         task = progress.add_task("profiling", total=len(names))
         for name in names:
             progress.update(task, description=f"profiling {name}")
+            variant_config = config_for(name, config)  # a decode step for the decoding variants
             folders.append(
-                profile_variant(attn.get_variant(name), config, out, screenshot=screenshot)
+                profile_variant(attn.get_variant(name), variant_config, out, screenshot=screenshot)
             )
             progress.advance(task)
     finish_set(out, config.device)
@@ -188,7 +191,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_example(args: argparse.Namespace, console: Console, script_flags: list[str]) -> int:
-    config = config_from(args)
+    config = config_for(args.variant, config_from(args))
     variant = attn.get_variant(args.variant)
     console.print(f"running {args.script} {' '.join(script_flags)} for {variant.name}")
     folder = profile_example(
@@ -273,6 +276,13 @@ def parser() -> argparse.ArgumentParser:
     )
     an_p.add_argument("--out", type=out_folder, required=True, help="writes OUT/<name>/")
 
+    diff_p = sub.add_parser(
+        "diff", help="what changed between two runs (variant folders or traces)"
+    )
+    diff_p.add_argument(
+        "args", nargs=argparse.REMAINDER, help="A B [--out FILE] [--range NAME] [--all]"
+    )
+
     re_p = sub.add_parser("recheck", help="re-evaluate claims against committed traces")
     re_p.add_argument("root", nargs="?", type=Path, default=Path("profiles"))
     re_p.add_argument(
@@ -311,6 +321,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return cmd_example(args, console, extra)
         if args.command == "analyze":
             return cmd_analyze(args, console)
+        if args.command == "diff":
+            return diff_main(args.args)
         return cmd_recheck(args, console)
     except (ProfilingError, TraceFormatError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)

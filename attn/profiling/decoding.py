@@ -108,29 +108,6 @@ def config_for(variant: str, config: ProfileConfig) -> ProfileConfig:
     return dataclasses.replace(base, dtype=config.dtype) if config.dtype else base
 
 
-def example_flags(config: ProfileConfig) -> list[str]:
-    """The flags that make examples/decode_attention.py run exactly `config`."""
-    flags = [
-        "--device",
-        config.device,
-        "--batch",
-        str(config.batch),
-        "--heads",
-        str(config.heads),
-        "--kv-heads",
-        str(getattr(config, "kv_heads", config.heads)),
-        "--seq",
-        str(config.seq_q),
-        "--cache-len",
-        str(config.seq_k),
-        "--head-dim",
-        str(config.head_dim),
-        "--dtype",
-        config.dtype,
-    ]
-    return flags + ([] if config.is_causal else ["--no-causal"])
-
-
 # --- the ways to compute a decode step -------------------------------------------------------------
 
 Step = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

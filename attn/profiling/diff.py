@@ -246,8 +246,9 @@ def diff_name(a: str, b: str) -> str:
 
 
 def write_diff(folder_a: Path, folder_b: Path, out: Path) -> dict:
-    """Diff two runs and write the result to `out` atomically; returns it."""
+    """Diff two runs and write the result to `out` atomically, with its Markdown for the site."""
     data = diff(folder_a, folder_b)
+    data["markdown"] = render_diff(data)  # so the docs hook shows it without measuring code
     write_json(Path(out), data)
     return data
 

@@ -21,7 +21,7 @@ from attn.profiling.claims import CLAIMS, claims_for
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
 OVERVIEW = "overview.svg"
-FIGURES = ("scaling", "benchmark")
+FIGURES = ("scaling", "benchmark", "decoding")
 SUMMARY = "summary.json"
 TRACE = "trace.json.gz"
 TABLE_TXT = "table.txt"

@@ -57,17 +57,27 @@ def shape_text(s: dict) -> str:
 def write_overview(folder: Path) -> Path | None:
     """Redraw `<folder>/overview.svg` from the summaries there; None when nothing ran.
 
-    Rows profiled at different shapes are labelled each with its own shape, never with one.
+    The title names the shape most rows share (naive's where it ran); a row profiled at another
+    shape carries its own in its label, never the title's.
     """
     rows = summaries(folder)
     path = Path(folder) / layout.OVERVIEW
     if not rows:
         path.unlink(missing_ok=True)
         return None
-    shapes = {shape_text(s) for s in rows}
-    if len(shapes) == 1:
-        title = f"Time per forward on {rows[0]['device_name']}\n{shapes.pop()}"
-    else:
-        title = f"Time per forward on {rows[0]['device_name']}\n(rows at different shapes)"
-        rows = [{**s, "variant": f"{s['variant']} ({shape_text(s)})"} for s in rows]
+    common = main_shape(rows)
+    title = f"Time per forward on {rows[0]['device_name']}\n{common}"
+    rows = [
+        s if shape_text(s) == common else {**s, "variant": f"{s['variant']} ({shape_text(s)})"}
+        for s in rows
+    ]
     return replace_file(path, lambda p: draw(rows, title, p))
+
+
+def main_shape(rows: list[dict]) -> str:
+    """The shape naive ran at, else the one most rows share."""
+    for s in rows:
+        if s["variant"] == "naive":
+            return shape_text(s)
+    shapes = [shape_text(s) for s in rows]
+    return max(set(shapes), key=shapes.count)

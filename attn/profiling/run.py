@@ -19,6 +19,7 @@ from attn.profiling.analyze import write_artifacts
 from attn.profiling.atomic import atomic_folder, write_json
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
+from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.overview import write_overview
 from attn.profiling.trace import load_trace
@@ -137,6 +138,8 @@ def example_flags(config: ProfileConfig) -> list[str]:
         "--seq", str(config.seq_q), "--seq-k", str(config.seq_k),
         "--head-dim", str(config.head_dim), "--dtype", config.dtype,
     ]  # fmt: skip
+    if hasattr(config, "kv_heads"):  # a decode step: grouped-query K and V heads
+        flags += ["--kv-heads", str(config.kv_heads)]
     return flags + ([] if config.is_causal else ["--no-causal"])
 
 
@@ -192,5 +195,6 @@ def finish_set(out_root: Path, device: str) -> Path:
     folder = layout.hardware_dir(out_root, hardware_slug(device))
     write_json(folder / layout.ENVIRONMENT, environment(device))
     write_overview(folder)
+    write_diffs(folder)
     layout.write_manifest(folder)
     return folder

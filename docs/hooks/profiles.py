@@ -45,7 +45,7 @@ MARKER = re.compile(
     r"\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
     re.M,
 )
-FIGURES = ("scaling", "benchmark")  # hardware-level pictures: profiles/<hardware>/<name>.svg
+FIGURES = ("scaling", "benchmark", "decoding")  # set-level pictures: <hardware>/<name>.svg
 PUBLISHED = {".json", ".gz", ".txt", ".svg", ".png"}  # table.md is inlined into pages instead
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 DEVICE_WORDS = {"cpu": "On CPU", "cuda": "On a GPU"}
@@ -475,11 +475,12 @@ def render_glance(root: Path, src_uri: str) -> str:
         naive = (found.get("naive") or {}).get(key)
         count = ("kernels", "kernels_per_forward") if gpu else ("ATen ops", "ops_per_forward")
         ran = [x for x in summaries if x["available"]]
-        one_shape = len({setup_line(s) for s in ran}) <= 1
+        # Speedups compare rows at naive's shape; a row at another shape says which.
+        common = setup_line(found["naive"]) if found.get("naive", {}).get("available") else None
+        common = common or (setup_line(ran[0]) if ran else None)
+        others = any(setup_line(s) != common for s in ran)
         head = ["variant", f"{count[0]} / forward", "CPU time"] + (["device time"] if gpu else [])
-        head += (
-            ["speedup over naive", "peak memory"] + ([] if one_shape else ["shape"]) + ["lesson"]
-        )
+        head += ["speedup over naive", "peak memory"] + (["shape"] if others else []) + ["lesson"]
         rows = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 2) + "---|"]
         for s in summaries:
             if not s["available"]:
@@ -488,16 +489,15 @@ def render_glance(root: Path, src_uri: str) -> str:
                     f"| `{s['variant']}` | " + " | ".join(cells) + f" | {s.get('lesson', '')} |"
                 )
                 continue
-            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) and one_shape else "–"
+            same = setup_line(s) == common
+            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) and same else "–"
             cells = [_count(s.get(count[1])) or "–", _time(s.get("cpu_time_us")) or "–"]
             cells += [_time(s.get("device_time_us")) or "–"] if gpu else []
             cells += [speedup, _bytes(s.get("peak_memory_bytes"))]
-            cells += [] if one_shape else [setup_line(s)]
+            cells += [("as above" if same else setup_line(s))] if others else []
             cells.append(s.get("lesson", ""))
             rows.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
-        body = [f"<small>{environment_line(hw)}</small>"] + (
-            [setup_line(ran[0])] if ran and one_shape else []
-        )
+        body = [f"<small>{environment_line(hw)}</small>"] + ([common] if common else [])
         body.append("\n".join(rows))
         if hw["manifest"].get("overview"):
             svg = _link(f"profiles/{hw['slug']}/overview.svg", src_uri)
@@ -623,8 +623,10 @@ def render_diff_marker(a: str, b: str, root: Path, src_uri: str) -> str:
 
 
 def render_diff(data: dict) -> str:
-    """The rows of a diff that changed, as a table (filled in by the diff module's renderer)."""
-    return data.get("markdown") or "(no changes)"
+    """The diff as the harness rendered it when it wrote the file."""
+    if not isinstance(data.get("markdown"), str):
+        raise BrokenSet("profiles hook: a diff file has no 'markdown'; rerun the profile")
+    return data["markdown"]
 
 
 def variant_names(repo_root: Path) -> list[str]:
