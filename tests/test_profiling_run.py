@@ -217,3 +217,14 @@ def test_an_example_run_publishes_the_numbers_of_its_own_trace(tmp_path):
     raw = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))
     range_ts = sorted(e["ts"] for e in raw["traceEvents"] if e.get("name") == "attn_fwd")
     assert len(range_ts) == 3
+
+
+def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_goes_on(tmp_path):
+    """--head-dim 300: the C++ op takes up to 256; the run records why and profiles the rest."""
+    config = ProfileConfig(batch=1, heads=1, seq_q=16, seq_k=16, head_dim=300)
+    for name in ("custom_cpu", "naive"):
+        profile_variant(attn.get_variant(name), config, tmp_path)
+    custom = json.loads((tmp_path / "cpu/custom_cpu/summary.json").read_text())
+    assert custom["available"] is False and "300" in custom["reason"]
+    assert custom["shape"]["head_dim"] == 300  # labelled with the run that refused it
+    assert json.loads((tmp_path / "cpu/naive/summary.json").read_text())["available"] is True
