@@ -83,8 +83,12 @@ def profile_variant(
         if reason is not None:
             _record_unavailable(folder, base, reason)
             return folder
-        trace, table = capture(variant, config)
-        write_artifacts(
+        try:
+            trace, table = capture(variant, config)
+        except ValueError as exc:  # the variant refused these inputs: it cannot run them here
+            _record_unavailable(folder, base, str(exc))
+            return folder
+        summary = write_artifacts(
             trace,
             folder,
             variant=variant.name,
@@ -92,6 +96,8 @@ def profile_variant(
             device_type=base["device_type"],
             table_txt=table,
         )
+        if screenshot:
+            add_viewer_screenshot(folder, summary)
     except Exception as exc:
         raise ProfilingError(
             f"profiling {variant.name} failed: {type(exc).__name__}: {exc}"
