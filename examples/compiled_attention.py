@@ -86,6 +86,7 @@ def main() -> None:
     causal = not args.no_causal
     on_gpu = args.device == "cuda"
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    # --8<-- [start:compile]
     if not on_gpu:
         # On CPU the compiled code is one opaque "## Call CompiledFxGraph ##" row: the C++ kernels
         # Inductor generates record nothing. This makes each of them a row (and a trace event).
@@ -103,6 +104,7 @@ def main() -> None:
             attention(q, k, v, is_causal=causal)
             sync()
             print(f"{call} call: {time.perf_counter() - start:.2f} s")
+    # --8<-- [end:compile]
 
     # --8<-- [start:recipe]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
