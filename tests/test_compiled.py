@@ -79,6 +79,9 @@ def test_additive_mask_becomes_sdpa():
     assert SDPA_CPU in names
     assert "aten::bmm" not in names
     assert any(n.startswith("## Call CompiledFxGraph") for n in names)
+    # SDPA gets the mask as a tensor, not is_causal: a generated kernel builds it on every call.
+    mask_kernels = [n for n in names if "cpp_fused" in n and "triu" in n]
+    assert len(mask_kernels) == 1, names
 
 
 def test_masked_fill_stays_two_matmuls_and_one_fused_softmax():
