@@ -84,10 +84,10 @@ def flex_problem(device: torch.device | str) -> str | None:
 class FlexAttention(nn.Module):
     """flex_attention under torch.compile; `is_causal=True` also hides the future.
 
-    `mask_mod` says which other keys a query may not see (None: no other limit), so with
-    is_causal=False it alone decides, and with mask_mod=None too every key is seen. Block masks are
-    built once per (is_causal, seq_q, seq_k, device) and reused; flex_attention is compiled on the
-    first call and kept.
+    `mask_mod` limits which keys a query sees besides causality (None: no other limit): with
+    is_causal=False it alone decides, and with mask_mod=None as well every key is seen. Block masks
+    are built once per (is_causal, seq_q, seq_k, device) and reused; flex_attention is compiled on
+    the first call and kept.
     """
 
     dtypes = (torch.float16, torch.bfloat16, torch.float32)  # what the CPU kernel computes in
