@@ -51,6 +51,9 @@ MASKS = {"masked_fill": NaiveAttention, "additive": AdditiveMaskAttention}
 # shapes a changed head_dim makes the scale symbolic, and torch 2.13's attention pattern then fails
 # to compile (SDPA's `scale` must be a float).
 RECOMPILE_LIMIT = 64
+# On CPU the C++ kernels Inductor generates are invisible to the profiler (one opaque
+# "## Call CompiledFxGraph ##" row) unless each records itself; these modules are here to be profiled.
+KERNEL_ROWS = {"cpp.enable_kernel_profile": True}
 
 
 def compile_attention(module: nn.Module) -> nn.Module:
@@ -61,6 +64,7 @@ def compile_attention(module: nn.Module) -> nn.Module:
         dynamic=False,
         isolate_recompiles=True,
         recompile_limit=RECOMPILE_LIMIT,
+        options=KERNEL_ROWS,
     )
 
 

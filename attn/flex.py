@@ -27,6 +27,9 @@ WINDOW = 256  # keys a query sees in flex_sliding_window (itself and the 255 bef
 # Each dtype, shape and mask compiles anew (a recompile); past torch's default of 8 a function
 # falls back to eager unnoticed. fullgraph=True makes running past this budget an error instead.
 RECOMPILE_LIMIT = 64
+# On CPU the generated kernel is invisible to the profiler (one opaque "## Call CompiledFxGraph ##"
+# row) unless it records itself; this module is here to be profiled.
+KERNEL_ROWS = {"cpp.enable_kernel_profile": True}
 
 
 # --8<-- [start:mask_mods]
@@ -132,6 +135,7 @@ class FlexAttention(nn.Module):
                 dynamic=False,
                 isolate_recompiles=True,  # its own budget, not shared with other FlexAttentions
                 recompile_limit=RECOMPILE_LIMIT,
+                options=KERNEL_ROWS,
             )
         block_mask = self.block_mask(is_causal, q.shape[-2], k.shape[-2], q.device)
         return self.compiled(q, k, v, block_mask=block_mask)

@@ -61,21 +61,25 @@ def test_compiled_once_and_kept(name):
     assert first is not None and module.compiled is first
 
 
-def profiled_op_names(module, q, k, v, *, kernel_rows):
-    """Names of every event under one profiled forward of `module`, compiled here."""
-    with torch._inductor.config.patch({"cpp.enable_kernel_profile": kernel_rows}):
-        compiled = CompiledAttention(module)
-        with torch.no_grad():
-            for _ in range(3):  # NaiveAttention compiles twice: its first call stores the mask
-                compiled(q, k, v)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                with record_function("attn_fwd"):
-                    compiled(q, k, v)
+def op_names(call):
+    """Names of every event under one profiled forward, after warm-up calls (the compile)."""
+    with torch.no_grad():
+        for _ in range(3):  # NaiveAttention compiles twice: its first call stores the mask
+            call()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with record_function("attn_fwd"):
+                call()
     return [e.name for e in prof.events()]
 
 
+def profiled_op_names(module, q, k, v):
+    """The events of `module` compiled as the variants compile it (kernel rows on)."""
+    compiled = CompiledAttention(module)
+    return op_names(lambda: compiled(q, k, v))
+
+
 def test_additive_mask_becomes_sdpa():
-    names = profiled_op_names(AdditiveMaskAttention(), *qkv(), kernel_rows=True)
+    names = profiled_op_names(AdditiveMaskAttention(), *qkv())
     assert SDPA_CPU in names
     assert "aten::bmm" not in names
     assert any(n.startswith("## Call CompiledFxGraph") for n in names)
@@ -85,7 +89,7 @@ def test_additive_mask_becomes_sdpa():
 
 
 def test_masked_fill_stays_two_matmuls_and_one_fused_softmax():
-    names = profiled_op_names(NaiveAttention(), *qkv(), kernel_rows=True)
+    names = profiled_op_names(NaiveAttention(), *qkv())
     assert names.count("aten::bmm") == 2
     assert not any("scaled_dot_product" in n for n in names)
     # The generated kernel's name lists what it fused: the mask and the softmax in one loop.
@@ -94,7 +98,10 @@ def test_masked_fill_stays_two_matmuls_and_one_fused_softmax():
 
 
 def test_generated_kernels_are_hidden_without_kernel_profile():
-    names = profiled_op_names(NaiveAttention(), *qkv(), kernel_rows=False)
+    q, k, v = qkv()
+    with torch._inductor.config.patch({"cpp.enable_kernel_profile": False}):  # the default
+        compiled = torch.compile(NaiveAttention(), dynamic=False)
+        names = op_names(lambda: compiled(q, k, v))
     assert any(n.startswith("## Call CompiledFxGraph") for n in names)
     assert not any("cpp_fused" in n for n in names)
     assert names.count("aten::bmm") == 2  # ops Inductor calls (extern kernels) stay visible

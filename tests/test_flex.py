@@ -187,8 +187,7 @@ def test_eager_flex_attention_is_many_ops_compiled_one_kernel():
         eager = names(lambda: flex_attention(q, k, v, block_mask=block_mask))
     assert any("without torch.compile" in str(w.message) for w in caught)
     assert "aten::bmm" in eager and "aten::_softmax" in eager
-    with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
-        compiled = names(lambda: module(q, k, v))
+    compiled = names(lambda: module(q, k, v))  # FlexAttention turns kernel rows on itself
     assert not [n for n in compiled if n.startswith("aten::")], compiled
     kernels = [n for n in compiled if n.startswith("graph_") and n.endswith("kernel")]
     assert len(kernels) == 1, compiled
