@@ -10,10 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import sdpa_kernel
 
+from attn.compiled import AdditiveMaskAttention, CompiledAttention
 from attn.custom_cpu import custom_cpu_variant
 from attn.custom_cuda import custom_cuda_variant
 from attn.custom_triton import custom_triton_variant
 from attn.decode_variant import decode_variants
+from attn.flex import FlexAttention, sliding_window
 from attn.inplace import InPlaceAttention
 from attn.naive import NaiveAttention
 from attn.sdpa import BACKENDS, SdpaAttention
@@ -58,6 +60,20 @@ class SdpaVariant(ModuleVariant):
             f"{self.name} has no kernel for these inputs ({shapes}, {str(q.dtype).removeprefix('torch.')}, "
             f"is_causal={is_causal}): {'; '.join(why) or 'torch gave no reason'}"
         )
+
+
+class GeneratedVariant(ModuleVariant):
+    """A module whose code torch.compile generates (CompiledAttention, FlexAttention).
+
+    The module knows where that works (a C++ compiler, triton, AVX2) and the dtypes it computes in.
+    """
+
+    def __init__(self, name: str, title: str, module: nn.Module, lesson: str) -> None:
+        super().__init__(name, title, module, lesson)
+        self.dtypes = module.dtypes
+
+    def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
+        return self._dtype_problem(dtype) or self.module.why_unavailable(device, dtype)
 
 
 @functools.cache
@@ -118,5 +134,29 @@ def all_variants() -> list[Variant]:
         custom_cpu_variant(),
         custom_cuda_variant(),
         custom_triton_variant(),
+        GeneratedVariant(
+            "compiled_naive",
+            "torch.compile: naive attention",
+            CompiledAttention(NaiveAttention()),
+            "masked_fill stays two matmuls around one generated softmax kernel",
+        ),
+        GeneratedVariant(
+            "compiled_additive",
+            "torch.compile: additive mask",
+            CompiledAttention(AdditiveMaskAttention()),
+            "an additive mask is recognised: Inductor calls SDPA's fused kernel",
+        ),
+        GeneratedVariant(
+            "flex_causal",
+            "FlexAttention: causal",
+            FlexAttention(),
+            "a mask written as a Python function, compiled into one kernel",
+        ),
+        GeneratedVariant(
+            "flex_sliding_window",
+            "FlexAttention: sliding window of 256 keys",
+            FlexAttention(sliding_window(256)),
+            "tiles outside the window are skipped, not computed and masked",
+        ),
         *decode_variants(),
     ]
