@@ -31,6 +31,10 @@ EXAMPLES = [
         (f"custom_{i}", ["examples/custom_kernel_attention.py", "--impl", i])
         for i in ("cpu", "cuda", "triton")
     ),
+    ("compiled_naive", ["examples/compiled_attention.py", "--mask", "masked_fill"]),
+    ("compiled_additive", ["examples/compiled_attention.py", "--mask", "additive"]),
+    ("flex_causal", ["examples/flex_attention.py", "--mask", "causal"]),
+    ("flex_sliding_window", ["examples/flex_attention.py", "--mask", "sliding_window"]),
     ("decode_repeat_kv", ["examples/decode_attention.py", "--gqa", "repeat"]),
     ("decode_enable_gqa", ["examples/decode_attention.py", "--gqa", "enable_gqa"]),
 ]
@@ -41,6 +45,9 @@ nox.options.reuse_venv = "yes"
 
 def install(session: nox.Session, *extras: str) -> None:
     """Install the project (and torch) unless the session runs in an existing environment."""
+    # Inductor's cache in ours, outside the checkout: warm compiles, and no cache paths in /tmp.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-profiled"
+    session.env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
     if session.venv_backend == "none":
         # --no-venv: use the interpreter's own torch; make `attn` importable from this checkout.
         session.env["PYTHONPATH"] = os.pathsep.join(

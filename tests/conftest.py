@@ -6,7 +6,19 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+
+# Inductor's cache outside the checkout and kept between runs (a cold compile takes tens of
+# seconds on two cores; a warm one a few). Set before torch is imported anywhere in the tests.
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR",
+    str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "attention-profiled"
+        / "inductor"
+    ),
+)
+
+import torch  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,6 @@
 """compiled_naive and compiled_additive: they match the float64 reference, and a profile shows how each
 was compiled (the additive mask becomes SDPA's fused CPU op; masked_fill stays two matmuls)."""
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -11,10 +8,6 @@ from torch.profiler import ProfilerActivity, profile, record_function
 import attn
 from attn.compiled import AdditiveMaskAttention, CompiledAttention
 from attn.naive import NaiveAttention
-
-# Inductor's cache outside the checkout, kept across runs: a warm cache turns most compiles into loads.
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-profiled"
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
 
 NAMES = ["compiled_naive", "compiled_additive"]
 TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 3e-2}

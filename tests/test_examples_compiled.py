@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-profiled"
 TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]
 
 # Runs the script with an import system that finds `attn` only in the copy and refuses matplotlib
@@ -67,7 +66,6 @@ def test_example_runs_alone_and_writes_a_trace(tmp_path, script, files, mask, fo
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, target)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
     run = subprocess.run(
         [sys.executable, "-c", BOOTSTRAP, str(work), script, "--mask", mask, *TINY],
         cwd=work,

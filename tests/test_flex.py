@@ -1,9 +1,7 @@
 """flex_causal and flex_sliding_window (and the document mask): the float64 reference with the same
 mask, what is_causal=False means for them, inference only on CPU, and one generated kernel."""
 
-import os
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,10 +10,6 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import attn
 from attn.flex import WINDOW, FlexAttention, same_document
-
-# Inductor's cache outside the checkout, kept across runs: a warm cache turns most compiles into loads.
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-profiled"
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
 
 TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 3e-2}
 

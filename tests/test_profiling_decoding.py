@@ -5,12 +5,10 @@ import math
 import re
 
 import pytest
-
-from attn.profiling import run
 import torch
 
 import attn
-from attn.profiling import decoding
+from attn.profiling import decoding, run
 from attn.profiling.decoding import (
     DecodeConfig,
     bandwidth_probe,

@@ -275,6 +275,85 @@ CLAIMS: dict[str, list[Claim]] = {
 }
 
 
+def ops_per_forward(name: str, expected: int) -> Check:
+    """Exactly `expected` events called `name` in every forward."""
+
+    def check(ev: Evidence) -> tuple[bool, str]:
+        counts = sorted({sum(e.name == name for e in f.cpu_events) for f in ev.forwards})
+        seen = " or ".join(str(n) for n in counts) or "0"
+        return counts == [expected], f"{seen} {name} per forward"
+
+    return check
+
+
+def generated_kernel(pattern: str) -> Check:
+    """A CPU event whose name matches `pattern` (Inductor names its generated kernels this way)."""
+
+    def check(ev: Evidence) -> tuple[bool, str]:
+        hits = sorted({n for n in ev.names() if re.search(pattern, n)})
+        return bool(hits), hits[0] if hits else f"no event matching {pattern}"
+
+    return check
+
+
+SDPA_OPS = (
+    FUSED_CPU,
+    "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_attention_math",
+)
+COMPILED_CLAIMS: dict[str, list[Claim]] = {
+    "compiled_naive": [
+        Claim(
+            "Compile keeps the masked_fill version as two aten::bmm around one generated "
+            "softmax-and-mask kernel, and calls no SDPA op.",
+            "cpu",
+            both(
+                ops_per_forward("aten::bmm", 2),
+                generated_kernel(r"cpp_fused__softmax.*masked_fill"),
+                absent(*SDPA_OPS),
+            ),
+        ),
+        Claim(
+            "On a GPU the generated code is Triton: a kernel fusing softmax and masked_fill.",
+            "cuda",
+            kernel_matching(r"^triton_\w*fused_\w*_softmax\w*masked_fill"),
+        ),
+    ],
+    "compiled_additive": [
+        Claim(
+            f"With an additive mask, Inductor's pattern matcher calls SDPA: one {FUSED_CPU} per "
+            "forward and no aten::bmm.",
+            "cpu",
+            both(ops_per_forward(FUSED_CPU, 1), absent("aten::bmm")),
+        ),
+    ],
+    "flex_causal": [
+        Claim(
+            "Compiled FlexAttention is one generated kernel per forward, with no aten::bmm or softmax.",
+            "cpu",
+            both(generated_kernel(r"^graph_\d+_kernel$"), absent("aten::bmm", *SOFTMAX_OPS)),
+        ),
+        Claim(
+            "On a GPU, one generated Triton template kernel (triton_tem_) per forward.",
+            "cuda",
+            one_kernel_matching(r"^triton_tem_"),
+        ),
+    ],
+    "flex_sliding_window": [
+        Claim(
+            "The sliding window compiles to one generated kernel per forward too: the mask is code.",
+            "cpu",
+            both(generated_kernel(r"^graph_\d+_kernel$"), absent("aten::bmm", *SOFTMAX_OPS)),
+        ),
+        Claim(
+            "On a GPU, one generated Triton template kernel (triton_tem_) per forward.",
+            "cuda",
+            one_kernel_matching(r"^triton_tem_"),
+        ),
+    ],
+}
+CLAIMS.update(COMPILED_CLAIMS)
+
 # The decoding chapter's claims live beside their own building blocks (decode_claims.py, which
 # imports the ones above: hence the import here, after them).
 from attn.profiling.decode_claims import DECODE_CLAIMS  # noqa: E402
