@@ -6,6 +6,7 @@ import math
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -56,6 +57,8 @@ def assert_matches_reference(variant, q, k, v, is_causal):
         (1, 2, 700, 300, 128),  # seq_q > seq_k: late queries see every key
         (1, 1, 517, 1030, 128),  # several KV tiles with a tail
         (1, 1, 70, 90, 256),  # the largest head_dim
+        (1, 1, 200, 4500, 256),  # K^T of a head past 4 MB: packed per KV tile, not per head
+        (1, 2, 130, 17000, 64),  # the same at head_dim 64
         (1, 2, 33, 45, 5),  # head_dim below one vector
     ],
 )
@@ -199,3 +202,30 @@ def test_parallel_for_is_compiled_as_an_openmp_region():
         ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
     ).stdout
     assert "GOMP_parallel" in symbols
+
+
+# ---- scratch memory ----------------------------------------------------------------------------
+
+
+def _peak_rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/self/status")
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="resets the peak RSS through Linux's /proc"
+)
+def test_scratch_does_not_grow_with_seq_k():
+    # One query over 2^19 keys: a K^T copy of the whole head would be 128 MB. Per-thread scratch is
+    # bounded instead (a few MB), so the peak resident memory of the call barely moves.
+    q, k, v = qkv(1, 1, 1, 2**19, 64, seed=10)
+    load_ops()  # the build and load are not what is measured
+    Path("/proc/self/clear_refs").write_text("5")  # the peak RSS starts again from the current RSS
+    before = _peak_rss_bytes()
+    out = load_ops().flash_attention_forward(q, k, v, False, 0.125)
+    grown = _peak_rss_bytes() - before
+    assert grown < 32 * 2**20, f"peak RSS grew by {grown / 2**20:.0f} MB for one query"
+    expected = reference_attention(q, k, v, is_causal=False)
+    assert (out.double() - expected).abs().max().item() <= 1e-5
