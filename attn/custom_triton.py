@@ -157,6 +157,22 @@ def _tuned_kernel():
 
 # The launch grid is (query blocks, batch * heads): CUDA caps a grid's second dimension at 65535.
 MAX_GRID_Y = 65535
+INTERPRETER_BF16 = (
+    "Triton's interpreter (TRITON_INTERPRET=1) stores bf16 as uint16 and its tl.dot multiplies "
+    "those bit patterns (triton-lang/triton#11584), so bf16 runs only compiled, on a GPU; "
+    "use float16 under the interpreter"
+)
+
+
+def _refuse_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """ValueError when autograd would need a backward: the kernel has none (out has no grad_fn)."""
+    needs = [name for name, t in (("q", q), ("k", k), ("v", v)) if t.requires_grad]
+    if needs and torch.is_grad_enabled():
+        raise ValueError(
+            f"the Triton kernel computes the forward only, but {', '.join(needs)} requires grad; "
+            "run it under torch.no_grad() or pass detached tensors (custom_cpu and custom_cuda "
+            "have a backward)"
+        )
 
 
 def triton_flash_attention(
@@ -171,7 +187,6 @@ def triton_flash_attention(
 ) -> torch.Tensor:
     """Launch the kernel on [batch, heads, seq, head_dim] tensors of any strides; returns q's shape."""
     batch, heads, seq_q, head_dim = q.shape
-    seq_k = k.shape[2]
     if head_dim < 16 or head_dim & (head_dim - 1):
         raise ValueError(f"head_dim {head_dim} must be a power of two >= 16 (tl.arange, tl.dot)")
     if batch * heads > MAX_GRID_Y:
@@ -179,6 +194,16 @@ def triton_flash_attention(
             f"batch {batch} x heads {heads} = {batch * heads} programs per query block; the launch "
             f"grid's second dimension holds at most {MAX_GRID_Y}"
         )
+    _refuse_autograd(q, k, v)
+    if _INTERPRETED and q.dtype == torch.bfloat16:
+        raise RuntimeError(INTERPRETER_BF16)
+    return _launch(q, k, v, is_causal=is_causal, scale=scale, block_m=block_m, block_n=block_n)
+
+
+def _launch(q, k, v, *, is_causal, scale, block_m, block_n):
+    """The launch itself, without triton_flash_attention's checks."""
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k = k.shape[2]
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     args = (q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride())
@@ -208,6 +233,13 @@ class CustomTritonVariant(Variant):
     head_dims = (64, 128)
     dtypes = (torch.bfloat16, torch.float16)
 
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True
+    ) -> torch.Tensor:
+        """Attention of q over k, v; refuses inputs that require grad (there is no backward)."""
+        _refuse_autograd(q, k, v)  # before the device checks: the answer is the same everywhere
+        return super().forward(q, k, v, is_causal=is_causal)
+
     def _attention(self, q, k, v, *, is_causal):
         with torch.cuda.device(q.device):  # triton launches on the current device
             return triton_flash_attention(q, k, v, is_causal=is_causal)
@@ -220,9 +252,11 @@ class CustomTritonVariant(Variant):
             )
         if triton is None:
             return "triton is not installed (it comes with CUDA builds of torch, or `pip install triton`)"
-        return self._dtype_problem(dtype) or older_than_ampere(
-            device, "bf16 tensor cores and async copies"
-        )
+        if problem := self._dtype_problem(dtype):
+            return problem
+        if _INTERPRETED:  # the kernel runs on the host: no GPU generation to check
+            return INTERPRETER_BF16 if dtype == torch.bfloat16 else None
+        return older_than_ampere(device, "bf16 tensor cores and async copies")
 
 
 def custom_triton_variant() -> Variant:

@@ -138,16 +138,41 @@ def test_interpreted_causal_never_loads_blocks_above_the_diagonal(interpreted):
 
 
 @needs_triton
+def test_interpreted_bf16_is_refused(interpreted):
+    # Without the refusal, the interpreter returns garbage for bf16 (the canary test below).
+    q, k, v = _qkv(1, 1, 17, 17, 64, torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"TRITON_INTERPRET=1.*bf16 runs only compiled"):
+        interpreted(q, k, v, is_causal=True)
+
+
+def _launch_unchecked(q, k, v):
+    return custom_triton._launch(q, k, v, is_causal=True, scale=None, block_m=None, block_n=None)
+
+
+@needs_triton
 @pytest.mark.xfail(
     strict=True,
     reason="Triton's interpreter stores bf16 as uint16 and its tl.dot multiplies those bit patterns "
-    "(triton-lang/triton#11584, 'not supported yet'); bf16 is tested on the GPU only. Strict: when a "
-    "triton release fixes it this fails, and bf16 can join the interpreted tests.",
+    "(triton-lang/triton#11584, 'not supported yet'), so custom_triton refuses bf16 there. Strict: "
+    "when a triton release fixes it this fails, and the refusal (INTERPRETER_BF16) can go.",
 )
-def test_interpreted_bf16(interpreted):
+def test_interpreter_still_gets_bf16_wrong(in_interpreter):
     q, k, v = _qkv(1, 1, 17, 17, 64, torch.bfloat16)
-    out = interpreted(q, k, v, is_causal=True)
+    out = in_interpreter(_launch_unchecked, q, k, v)
     _assert_close(out, q, k, v, is_causal=True)
+
+
+@needs_triton
+def test_interpreter_bf16_is_unavailable_as_forward_then_says(monkeypatch):
+    monkeypatch.setattr(custom_triton, "_INTERPRETED", True)
+    variant = custom_triton_variant()
+    reason = variant._why_unavailable(torch.device("cuda"), torch.bfloat16)
+    assert reason == custom_triton.INTERPRETER_BF16
+    assert variant._why_unavailable(torch.device("cuda"), torch.float16) is None
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError) as raised:
+        custom_triton.triton_flash_attention(q, q, q)
+    assert str(raised.value) == reason
 
 
 # ---- edge cases of the kernel ------------------------------------------------------------------
@@ -221,6 +246,23 @@ def test_interpreted_row_whose_first_block_is_fully_masked(in_interpreter):
     out = in_interpreter(_first_block_hidden, q[0, 0], k[0, 0], v[0, 0])
     assert not out.isnan().any()
     _assert_close(out[None, None], q, k[:, :, :16], v[:, :, :16], is_causal=False)
+
+
+# ---- autograd ----------------------------------------------------------------------------------
+
+
+def test_requires_grad_is_refused_before_any_device_problem():
+    # The kernel has no backward; without the check the output would silently have no grad_fn.
+    variant = custom_triton_variant()
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.float16, requires_grad=True)
+    k = torch.zeros(1, 1, 4, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"forward only, but q requires grad.*torch.no_grad"):
+        variant.forward(q, k, k)
+    with pytest.raises(ValueError, match="q requires grad"):
+        custom_triton.triton_flash_attention(q, k, k)
+    with torch.no_grad():  # nothing to refuse: the usual reason (no GPU here) comes instead
+        with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+            variant.forward(q, k, k)
 
 
 @needs_triton
