@@ -186,7 +186,7 @@ def _build(library: str, kind: str) -> None:
             sources=[str(s) for s in sources(library)],
             extra_include_paths=[str(CSRC)],
             extra_cflags=["-O3", *OPENMP],
-            extra_ldflags=OPENMP,
+            extra_ldflags=[*OPENMP],  # a copy: torch appends its own flags to the list it gets
             extra_cuda_cflags=["-O3"],
             build_directory=str(directory),
             is_python_module=False,

@@ -80,6 +80,19 @@ def test_failed_cuda_build_is_a_reason_and_leaves_the_cpu_op_working(
 
 
 @needs_cpu_build
+def test_loading_again_loads_the_same_library(fresh_build_state):
+    # torch names a library anew (name_v1) when it is loaded with other flags than before, and a
+    # second copy of ops.cpp would register the attn namespace twice, which aborts the process.
+    custom_ops.load_ops()
+    custom_ops._loaded.clear()  # as after a test that restored an older state
+    custom_ops.load_ops()
+    assert custom_ops.OPENMP in ([], ["-fopenmp"])  # torch got copies of the flags
+    q, k, v = _qkv(1, 1, 5, 16)
+    out = custom_cpu_variant().forward(q, k, v)
+    assert (out.double() - reference_attention(q, k, v)).abs().max().item() <= 1e-5
+
+
+@needs_cpu_build
 def test_failed_cpu_build_is_a_reason(monkeypatch, fresh_build_state):
     from torch.utils import cpp_extension
 
