@@ -7,6 +7,7 @@ torch, a compiler error) leaves the CPU op working and becomes custom_cuda's una
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shlex
@@ -18,9 +19,18 @@ from pathlib import Path
 
 import torch
 
-# The kernels live in the repository, next to the package: the project is used from a checkout
-# (`pip install -e .`); a wheel would not carry csrc/.
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+
+def _kernel_sources() -> Path:
+    """csrc/: inside the installed package as attn/_csrc (see pyproject.toml), else beside attn/."""
+    package = Path(__file__).resolve().parent
+    installed = package / "_csrc"  # a wheel: setuptools maps csrc/ to the attn._csrc package
+    # A source tree (an editable install or a plain checkout) keeps csrc/ beside attn/. Looked up
+    # from this file rather than imported by name: with attn on PYTHONPATH, `import attn._csrc` could
+    # resolve to another tree's editable install.
+    return installed if installed.is_dir() else package.parent / "csrc"
+
+
+CSRC = _kernel_sources()
 # ops.cpp holds the only schema (TORCH_LIBRARY): the CPU library defines the op, the CUDA library
 # adds its CUDA implementation (TORCH_LIBRARY_IMPL), so it is loaded second.
 CPU_LIBRARY, CPU_SOURCES = "attn_ops_cpu", ("ops.cpp", "cpu/flash_attention_cpu.cpp")
@@ -41,10 +51,12 @@ def sources(library: str = CPU_LIBRARY) -> list[Path]:
 
 
 def build_directory(library: str = CPU_LIBRARY) -> Path:
-    """Where a library is built and cached: per torch version and library, never inside the repo."""
+    """Where a library is built and cached: per torch version, source tree and library."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    # torch.__version__ names its CPU/CUDA flavour (2.13.0+cpu, 2.13.0+cu130).
-    return cache / "attention-profiled" / f"torch{torch.__version__}" / library
+    # One build per source tree, so that a checkout and an installed copy never overwrite (and
+    # endlessly rebuild) each other's library. torch.__version__ names its CPU/CUDA flavour.
+    tree = hashlib.sha256(str(CSRC).encode()).hexdigest()[:8]
+    return cache / "attention-profiled" / f"torch{torch.__version__}-{tree}" / library
 
 
 def library_path(library: str = CPU_LIBRARY) -> Path:
@@ -75,8 +87,8 @@ def _missing_sources(library: str) -> str | None:
     if not missing:
         return None
     return (
-        f"the C++ sources are not there ({', '.join(missing)}); the custom ops build from a "
-        "source checkout of attention-profiled (pip install -e .)"
+        f"the kernel sources are missing ({', '.join(missing)}); they ship inside the attn "
+        "package as attn/_csrc, so reinstall attention-profiled"
     )
 
 

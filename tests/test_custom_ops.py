@@ -1,6 +1,16 @@
-"""attn.custom_ops: the CPU and CUDA libraries build apart, and a failed build becomes a reason."""
+"""attn.custom_ops: where the kernel sources are found, and how the two libraries build."""
 
 from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,10 +20,166 @@ from attn.custom_cpu import custom_cpu_variant
 from attn.custom_cuda import custom_cuda_variant
 from attn.reference import reference_attention
 
+REPO = Path(__file__).resolve().parents[1]
 needs_cpu_build = pytest.mark.skipif(
     custom_ops.build_problem() is not None,
     reason=f"custom ops cannot be built here: {custom_ops.build_problem()}",
 )
+
+
+# ---- where the sources are ---------------------------------------------------------------------
+
+
+def test_sources_of_this_tree_are_found():
+    assert custom_ops.CSRC == REPO / "csrc"
+    for library in (custom_ops.CPU_LIBRARY, custom_ops.CUDA_LIBRARY):
+        assert all(path.is_file() for path in custom_ops.sources(library))
+
+
+def test_sources_inside_an_installed_package_come_first(tmp_path, monkeypatch):
+    # A wheel puts csrc/ at attn/_csrc; a csrc/ beside the package must not be picked instead.
+    package = tmp_path / "attn"
+    (package / "_csrc").mkdir(parents=True)
+    (tmp_path / "csrc").mkdir()
+    shutil.copy(custom_ops.__file__, package / "custom_ops.py")
+    spec = importlib.util.spec_from_file_location(
+        "_installed_custom_ops", package / "custom_ops.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.CSRC == package / "_csrc"
+    assert "reinstall" in module.build_problem() and "pip install -e" not in module.build_problem()
+
+
+def test_every_package_is_listed_for_setuptools():
+    # pyproject.toml lists the packages by hand (a package-dir mapping rules out packages.find).
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "attn").rglob("__init__.py")
+    }
+    assert on_disk | {"attn._csrc"} == set(config["packages"])
+    assert config["package-dir"] == {"attn._csrc": "csrc"}
+
+
+def test_build_directory_is_a_user_cache_per_source_tree(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cpu = custom_ops.build_directory(custom_ops.CPU_LIBRARY)
+    cuda = custom_ops.build_directory(custom_ops.CUDA_LIBRARY)
+    assert cpu.parent == cuda.parent and cpu != cuda  # the two libraries build apart
+    assert cpu.parent.parent == tmp_path / "attention-profiled"
+    assert torch.__version__ in cpu.parent.name
+    monkeypatch.setattr(custom_ops, "CSRC", tmp_path / "elsewhere" / "csrc")
+    assert custom_ops.build_directory(custom_ops.CPU_LIBRARY) != cpu  # another tree, another build
+
+
+# ---- installed, not from the checkout ----------------------------------------------------------
+
+
+def _copy_project(destination: Path) -> Path:
+    """What a source distribution holds: the project files, no build outputs or caches."""
+    destination.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, destination / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.so", "*.o", "*.egg-info")
+    for name in ("attn", "csrc"):
+        shutil.copytree(REPO / name, destination / name, ignore=skip)
+    return destination
+
+
+def _venv_with_this_torch(path: Path) -> Path:
+    """A fresh venv that sees this environment's packages (torch, triton...) through a .pth file."""
+    venv.create(path, with_pip=False)
+    python = path / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    # Appended after the venv's own site-packages, so the attn installed there comes first.
+    Path(purelib, "this_environment.pth").write_text("\n".join(sorted(ours)) + "\n")
+    return python
+
+
+def _pip(*args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, f"pip {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+
+
+def _run_outside_the_checkout(python: Path, code: str, tmp_path: Path) -> dict:
+    """Run code in the venv from an empty folder, so only the installed attn is importable."""
+    cwd = tmp_path / "empty"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["XDG_CACHE_HOME"] = str(
+        tmp_path / "cache"
+    )  # a throwaway build, not one in the user's cache
+    done = subprocess.run(
+        [python, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+BUILD_AND_RUN = """
+import json, torch, attn
+from attn import custom_ops
+from attn.custom_cpu import custom_cpu_variant
+from attn.reference import reference_attention
+
+gen = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 2, 7, 16, generator=gen) for _ in range(3))
+out = custom_cpu_variant().forward(q, k, v, is_causal=True)
+error = (out.double() - reference_attention(q, k, v, is_causal=True)).abs().max().item()
+print(json.dumps({"attn": attn.__file__, "csrc": str(custom_ops.CSRC), "error": error,
+                  "library": str(custom_ops.library_path())}))
+"""
+
+
+@pytest.mark.slow
+@needs_cpu_build
+def test_wheel_install_builds_and_runs_custom_cpu(tmp_path):
+    pytest.importorskip("setuptools", reason="builds the wheel without build isolation")
+    project = _copy_project(tmp_path / "project")
+    wheels = tmp_path / "wheels"
+    _pip(
+        "wheel", "--no-deps", "--no-index", "--no-build-isolation", "-w", str(wheels), str(project)
+    )
+    (wheel,) = wheels.glob("attention_profiled-*.whl")
+    python = _venv_with_this_torch(tmp_path / "venv")
+    _pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
+    shutil.rmtree(project)  # nothing of the source tree is left to fall back on
+
+    found = _run_outside_the_checkout(python, BUILD_AND_RUN, tmp_path)
+    site_packages = tmp_path / "venv" / "lib"
+    assert Path(found["attn"]).is_relative_to(site_packages), found
+    assert Path(found["csrc"]) == Path(found["attn"]).parent / "_csrc"
+    assert Path(found["library"]).is_relative_to(tmp_path / "cache")
+    assert Path(found["library"]).is_file()
+    assert found["error"] <= 1e-5
+
+
+EDITABLE = """
+import json
+from attn import custom_ops
+print(json.dumps({"csrc": str(custom_ops.CSRC), "problem": custom_ops.build_problem()}))
+"""
+
+
+@pytest.mark.slow
+@needs_cpu_build
+def test_editable_install_finds_the_sources_of_its_tree(tmp_path):
+    pytest.importorskip("setuptools", reason="installs without build isolation")
+    project = _copy_project(tmp_path / "project")
+    python = _venv_with_this_torch(tmp_path / "venv")
+    _pip("--python", str(python), "install", "--no-deps", "--no-index", "--no-build-isolation",
+         "-e", str(project))  # fmt: skip
+    found = _run_outside_the_checkout(python, EDITABLE, tmp_path)
+    assert found == {"csrc": str(project / "csrc"), "problem": None}
 
 
 # ---- a CUDA build that fails leaves the CPU op alone ------------------------------------------
