@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 import shlex
@@ -220,6 +221,7 @@ def load_ops() -> torch._ops._OpNamespace:
             if problem is not None:
                 raise RuntimeError(f"cannot build the attn C++ ops: {problem}")
             _build(CPU_LIBRARY, "C++")
+            _register_autograd()
     return torch.ops.attn
 
 
@@ -233,3 +235,55 @@ def load_cuda_ops() -> torch._ops._OpNamespace:
                 raise RuntimeError(f"cannot build the attn CUDA ops: {problem}")
             _build(CUDA_LIBRARY, "CUDA")
     return ops
+
+
+# ---- backward ----------------------------------------------------------------------------------
+# The kernels compute the forward only. The backward below recomputes attention with PyTorch ops,
+# so gradients are right on every device, but it holds the whole [seq_q, seq_k] probability matrix:
+# the memory a FlashAttention backward kernel exists to avoid.
+
+
+def attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    grad_out: torch.Tensor,
+    *,
+    is_causal: bool,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of softmax(scale * q @ k^T) @ v for q, k, v, computed in fp32 (or float64)."""
+    compute = torch.promote_types(q.dtype, torch.float32)
+    qf, kf, vf, do = (t.to(compute) for t in (q, k, v, grad_out))
+    scores = qf @ kf.transpose(-2, -1) * scale
+    if is_causal:  # SDPA's convention: query i sees keys j <= i
+        hidden = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(hidden, -math.inf)
+    p = scores.softmax(dim=-1)
+    dv = p.transpose(-2, -1) @ do
+    dp = do @ vf.transpose(-2, -1)
+    # Softmax's Jacobian, row by row: dS = P * (dP - sum_j P dP), with sum_j P dP = rowsum(dO * O).
+    ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+    dq = ds @ kf * scale
+    dk = ds.transpose(-2, -1) @ qf * scale
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, is_causal, scale = inputs
+    ctx.save_for_backward(q, k, v)
+    ctx.is_causal, ctx.scale = is_causal, scale
+
+
+def _backward(ctx, grad_out):
+    q, k, v = ctx.saved_tensors
+    grads = attention_backward(q, k, v, grad_out, is_causal=ctx.is_causal, scale=ctx.scale)
+    return (*grads, None, None)  # is_causal and scale get no gradient
+
+
+@functools.cache  # once per process: a second registration is an error
+def _register_autograd() -> None:
+    """Give attn::flash_attention_forward a backward, for the CPU and CUDA kernels alike."""
+    torch.library.register_autograd(
+        "attn::flash_attention_forward", _backward, setup_context=_setup_context
+    )

@@ -1,4 +1,4 @@
-"""attn.custom_ops: where the kernel sources are found, and how the two libraries build."""
+"""attn.custom_ops: where the kernel sources are found, how the two libraries build, the backward."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from attn import custom_ops
 from attn.custom_cpu import custom_cpu_variant
@@ -300,3 +301,22 @@ def test_cuda_toolkit_problems_without_a_cuda_torch_or_nvcc(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(custom_ops, "_nvcc", lambda: None)
     assert "CUDA_HOME" in custom_ops._cuda_toolkit_problem()
+
+
+# ---- the backward ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize(("seq_q", "seq_k"), [(7, 7), (5, 11), (11, 5)])
+def test_attention_backward_is_the_gradient_of_attention(seq_q, seq_k, is_causal):
+    # In float64 against autograd through SDPA's math: the formulas, free of float32 rounding.
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (
+        torch.randn(2, 3, s, 8, generator=gen, dtype=torch.float64) for s in (seq_q, seq_k, seq_k)
+    )
+    grad_out = torch.randn(2, 3, seq_q, 8, generator=gen, dtype=torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    F.scaled_dot_product_attention(*leaves, is_causal=is_causal, scale=0.3).backward(grad_out)
+    ours = custom_ops.attention_backward(q, k, v, grad_out, is_causal=is_causal, scale=0.3)
+    for name, mine, theirs in zip("qkv", ours, leaves, strict=True):
+        torch.testing.assert_close(mine, theirs.grad, atol=1e-12, rtol=1e-10, msg=f"d{name}")
