@@ -1,4 +1,8 @@
-"""Our own C++ FlashAttention kernel for the CPU, called as one op: attn::flash_attention_forward."""
+"""Our own C++ FlashAttention kernel for the CPU, called as one op: attn::flash_attention_forward.
+
+The kernel computes the forward; gradients come from the backward that attn.custom_ops registers
+for the op.
+"""
 
 from __future__ import annotations
 

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
+from attn.custom_ops import cuda_build_problem, load_cuda_ops
 from attn.variant import Variant, older_than_ampere
-
-
-def _nvcc() -> str | None:
-    """Path of the nvcc torch.utils.cpp_extension would use, or None. Imports, never compiles."""
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    if CUDA_HOME is None:
-        return None
-    nvcc = os.path.join(CUDA_HOME, "bin", "nvcc")  # where torch will look for it
-    return nvcc if os.path.isfile(nvcc) else None
 
 
 class CustomCudaVariant(Variant):
@@ -31,15 +21,15 @@ class CustomCudaVariant(Variant):
 
     # --8<-- [start:forward]
     def _attention(self, q, k, v, *, is_causal):
-        from attn.custom_ops import load_ops  # builds the extension on first use
-
         scale = 1.0 / math.sqrt(q.shape[-1])
-        return load_ops().flash_attention_forward(q, k, v, is_causal, scale)
+        # The CUDA library is built on first use (cached), next to the CPU one that defines the op.
+        return load_cuda_ops().flash_attention_forward(q, k, v, is_causal, scale)
 
     # --8<-- [end:forward]
 
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
-        # Cheap on purpose: asks torch and the file system, never builds the extension.
+        # Cheap on purpose: asks torch, nvcc and the file system, never builds the extension. A build
+        # that was tried and failed in this process is remembered, and reported from then on.
         if device.type != "cuda":
             return (
                 f"it is a CUDA kernel: it runs on NVIDIA GPUs only, not on {device.type} "
@@ -48,14 +38,7 @@ class CustomCudaVariant(Variant):
         problem = self._dtype_problem(dtype) or older_than_ampere(
             device, "cp.async and bf16 mma.sync"
         )
-        if problem:
-            return problem
-        if _nvcc() is None:
-            return (
-                "the kernel is compiled on first use, but no CUDA toolkit was found "
-                "(set CUDA_HOME to a CUDA install that has bin/nvcc)"
-            )
-        return None
+        return problem or cuda_build_problem()
 
 
 def custom_cuda_variant() -> Variant:

@@ -1,50 +1,68 @@
-"""Build the attn C++ (and, where CUDA is available, CUDA) ops on first use and load them."""
+"""Build the attn kernels on first use and load them: a CPU library, and a CUDA one where it can run.
+
+The two are separate libraries on purpose: a CUDA build that fails (a toolkit that does not match
+torch, a compiler error) leaves the CPU op working and becomes custom_cuda's unavailable reason.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import math
 import os
+import re
 import shlex
 import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import torch
 
-# The kernels live in the repository, next to the package: the project is used from a checkout
-# (`pip install -e .`); a wheel would not carry csrc/.
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
-CPU_SOURCES = ("ops.cpp", "cpu/flash_attention_cpu.cpp")
-CUDA_SOURCES = ("cuda/flash_fwd.cu", "cuda/binding.cu")
-LIBRARY_NAME = "attn_ops"
+
+def _kernel_sources() -> Path:
+    """csrc/: inside the installed package as attn/_csrc (see pyproject.toml), else beside attn/."""
+    package = Path(__file__).resolve().parent
+    installed = package / "_csrc"  # a wheel: setuptools maps csrc/ to the attn._csrc package
+    # A source tree (an editable install or a plain checkout) keeps csrc/ beside attn/. Looked up
+    # from this file rather than imported by name: with attn on PYTHONPATH, `import attn._csrc` could
+    # resolve to another tree's editable install.
+    return installed if installed.is_dir() else package.parent / "csrc"
+
+
+CSRC = _kernel_sources()
+# ops.cpp holds the only schema (TORCH_LIBRARY): the CPU library defines the op, the CUDA library
+# adds its CUDA implementation (TORCH_LIBRARY_IMPL), so it is loaded second.
+CPU_LIBRARY, CPU_SOURCES = "attn_ops_cpu", ("ops.cpp", "cpu/flash_attention_cpu.cpp")
+CUDA_LIBRARY, CUDA_SOURCES = "attn_ops_cuda", ("cuda/flash_fwd.cu", "cuda/binding.cu")
 # at::parallel_for is a header template compiled into our library: without OpenMP flags it runs
 # every item on the calling thread. (Linux builds of torch use OpenMP; macOS's clang has no -fopenmp.)
 OPENMP = ["-fopenmp"] if sys.platform.startswith("linux") else []
 
 _lock = threading.Lock()
-_loaded = False
+_loaded: set[str] = set()  # libraries loaded into this process
+_failed: dict[str, str] = {}  # library -> why its build failed; a build is tried once per process
 
 
-def _cuda_sources() -> list[Path]:
-    """The CUDA sources, when this machine can build and run them; else an empty list."""
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    files = [CSRC / name for name in CUDA_SOURCES]
-    if torch.cuda.is_available() and CUDA_HOME is not None and all(f.is_file() for f in files):
-        return files
-    return []
+def sources(library: str = CPU_LIBRARY) -> list[Path]:
+    """The files a library is built from."""
+    names = CPU_SOURCES if library == CPU_LIBRARY else CUDA_SOURCES
+    return [CSRC / name for name in names]
 
 
-def sources() -> list[Path]:
-    """The files the library is built from: the CPU ones, plus the CUDA ones where they apply."""
-    return [CSRC / name for name in CPU_SOURCES] + _cuda_sources()
-
-
-def build_directory() -> Path:
-    """Where the build is cached: per torch version and CPU/CUDA flavour, never inside the repo."""
+def build_directory(library: str = CPU_LIBRARY) -> Path:
+    """Where a library is built and cached: per torch version, source tree and library."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    flavour = f"cu{torch.version.cuda.replace('.', '')}" if _cuda_sources() else "cpu"
-    return cache / "attention-profiled" / f"torch{torch.__version__}-{flavour}"
+    # One build per source tree, so that a checkout and an installed copy never overwrite (and
+    # endlessly rebuild) each other's library. torch.__version__ names its CPU/CUDA flavour.
+    tree = hashlib.sha256(str(CSRC).encode()).hexdigest()[:8]
+    return cache / "attention-profiled" / f"torch{torch.__version__}-{tree}" / library
+
+
+def library_path(library: str = CPU_LIBRARY) -> Path:
+    """The built shared library."""
+    return build_directory(library) / f"{library}.so"
 
 
 def _compiler() -> str:
@@ -65,16 +83,24 @@ def _find_ninja() -> bool:
     return shutil.which("ninja") is not None
 
 
-def build_problem() -> str | None:
-    """Why the ops cannot be built here (a sentence), or None. Cheap: compiles nothing."""
-    if _loaded:
+def _missing_sources(library: str) -> str | None:
+    missing = [str(f) for f in sources(library) if not f.is_file()]
+    if not missing:
         return None
-    missing = [str(f) for f in sources() if not f.is_file()]
-    if missing:
-        return (
-            f"the C++ sources are not there ({', '.join(missing)}); the custom ops build from a "
-            "source checkout of attention-profiled (pip install -e .)"
-        )
+    return (
+        f"the kernel sources are missing ({', '.join(missing)}); they ship inside the attn "
+        "package as attn/_csrc, so reinstall attention-profiled"
+    )
+
+
+def build_problem() -> str | None:
+    """Why the CPU op cannot be built here (a sentence), or None. Cheap: compiles nothing."""
+    if CPU_LIBRARY in _loaded:
+        return None
+    if CPU_LIBRARY in _failed:
+        return _failed[CPU_LIBRARY]
+    if problem := _missing_sources(CPU_LIBRARY):
+        return problem
     if shutil.which(_compiler()) is None:
         return (
             f"no C++ compiler: {_compiler()!r} is not on PATH (install g++ or clang, "
@@ -85,43 +111,179 @@ def build_problem() -> str | None:
     return None
 
 
-def _is_stale(directory: Path) -> bool:
+def _nvcc() -> str | None:
+    """Path of the nvcc torch.utils.cpp_extension would use, or None. Never compiles."""
+    from torch.utils.cpp_extension import CUDA_HOME  # None on CPU-only builds of torch
+
+    if CUDA_HOME is None:
+        return None
+    nvcc = os.path.join(CUDA_HOME, "bin", "nvcc")  # where torch will look for it
+    return nvcc if os.path.isfile(nvcc) else None
+
+
+@functools.cache
+def _nvcc_version(nvcc: str) -> str | None:
+    """The CUDA release nvcc reports ("13.0"), or None when it cannot say."""
+    try:
+        done = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"release (\d+\.\d+)", done.stdout)
+    return found.group(1) if found else None
+
+
+def _cuda_toolkit_problem() -> str | None:
+    """Why nvcc cannot build against this torch, asked the way torch's build would, or None."""
+    if torch.version.cuda is None:
+        return "this torch build has no CUDA support (a CPU-only build)"
+    nvcc = _nvcc()
+    if nvcc is None:
+        return (
+            "the kernel is compiled on first use, but no CUDA toolkit was found "
+            "(set CUDA_HOME to a CUDA install that has bin/nvcc)"
+        )
+    found = _nvcc_version(nvcc)
+    # torch.utils.cpp_extension refuses to build when the major versions differ.
+    if found is not None and found.split(".")[0] != torch.version.cuda.split(".")[0]:
+        return (
+            f"{nvcc} is CUDA {found} but this torch was built with CUDA {torch.version.cuda}; "
+            "torch builds extensions only with a toolkit of the same major version "
+            "(point CUDA_HOME at one)"
+        )
+    return None
+
+
+def cuda_build_problem() -> str | None:
+    """Why the CUDA op cannot be built here (a sentence), or None. Cheap: compiles nothing."""
+    if CUDA_LIBRARY in _loaded:
+        return None
+    if CUDA_LIBRARY in _failed:
+        return _failed[CUDA_LIBRARY]
+    # The op's schema comes with the CPU library, so the CUDA one needs it too.
+    return build_problem() or _missing_sources(CUDA_LIBRARY) or _cuda_toolkit_problem()
+
+
+def _is_stale(library: str) -> bool:
     """True when the library is missing or older than a source, i.e. loading will compile."""
-    built = directory / f"{LIBRARY_NAME}.so"
+    built = library_path(library)
     if not built.is_file():
         return True
-    newest = max(p.stat().st_mtime for p in [*sources(), *CSRC.rglob("*.h")])
+    headers = [*CSRC.rglob("*.h"), *CSRC.rglob("*.cuh")]
+    newest = max(p.stat().st_mtime for p in [*sources(library), *headers])
     return built.stat().st_mtime < newest
 
 
+def _summary(error: Exception) -> str:
+    """The line of a build error that says what went wrong: the compiler's first error, if any."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    # gcc and nvcc say "error:" or "fatal"; torch's own refusals are a single sentence.
+    errors = [line for line in lines if "error:" in line or "fatal" in line]
+    return (errors or lines or [type(error).__name__])[0][:400]
+
+
+def _build(library: str, kind: str) -> None:
+    """Compile (first use only; cached) and load one library; a failure is remembered."""
+    from torch.utils import cpp_extension
+
+    directory = build_directory(library)
+    directory.mkdir(parents=True, exist_ok=True)
+    if _is_stale(library):
+        print(
+            f"building the attn {kind} ops into {directory} (first use, about a minute)...",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        cpp_extension.load(
+            name=library,
+            sources=[str(s) for s in sources(library)],
+            extra_include_paths=[str(CSRC)],
+            extra_cflags=["-O3", *OPENMP],
+            extra_ldflags=[*OPENMP],  # a copy: torch appends its own flags to the list it gets
+            extra_cuda_cflags=["-O3"],
+            build_directory=str(directory),
+            is_python_module=False,
+            verbose=False,
+        )
+    except (
+        Exception
+    ) as error:  # compiler errors, a toolkit torch refuses, a library that won't load
+        _failed[library] = f"building the {kind} ops failed: {_summary(error)}"
+        raise RuntimeError(f"cannot build the attn {kind} ops: {_failed[library]}") from error
+    _loaded.add(library)
+
+
 def load_ops() -> torch._ops._OpNamespace:
-    """Build (first use only; cached) and load the library; returns torch.ops.attn."""
-    global _loaded
+    """Build (first use only; cached) and load the CPU library; returns torch.ops.attn."""
     with _lock:
-        if not _loaded:
+        if CPU_LIBRARY not in _loaded:
             problem = build_problem()
             if problem is not None:
                 raise RuntimeError(f"cannot build the attn C++ ops: {problem}")
-            from torch.utils.cpp_extension import load
-
-            directory = build_directory()
-            directory.mkdir(parents=True, exist_ok=True)
-            if _is_stale(directory):
-                print(
-                    f"building attn C++ ops into {directory} (first use, about a minute)...",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            load(
-                name=LIBRARY_NAME,
-                sources=[str(s) for s in sources()],
-                extra_include_paths=[str(CSRC)],
-                extra_cflags=["-O3", *OPENMP],
-                extra_ldflags=OPENMP,
-                extra_cuda_cflags=["-O3"],
-                build_directory=str(directory),
-                is_python_module=False,
-                verbose=False,
-            )
-            _loaded = True
+            _build(CPU_LIBRARY, "C++")
+            _register_autograd()
     return torch.ops.attn
+
+
+def load_cuda_ops() -> torch._ops._OpNamespace:
+    """The CPU library, then the CUDA one (built on first use; cached); returns torch.ops.attn."""
+    ops = load_ops()
+    with _lock:
+        if CUDA_LIBRARY not in _loaded:
+            problem = cuda_build_problem()
+            if problem is not None:
+                raise RuntimeError(f"cannot build the attn CUDA ops: {problem}")
+            _build(CUDA_LIBRARY, "CUDA")
+    return ops
+
+
+# ---- backward ----------------------------------------------------------------------------------
+# The kernels compute the forward only. The backward below recomputes attention with PyTorch ops,
+# so gradients are right on every device, but it holds the whole [seq_q, seq_k] probability matrix:
+# the memory a FlashAttention backward kernel exists to avoid.
+
+
+def attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    grad_out: torch.Tensor,
+    *,
+    is_causal: bool,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of softmax(scale * q @ k^T) @ v for q, k, v, computed in fp32 (or float64)."""
+    compute = torch.promote_types(q.dtype, torch.float32)
+    qf, kf, vf, do = (t.to(compute) for t in (q, k, v, grad_out))
+    scores = qf @ kf.transpose(-2, -1) * scale
+    if is_causal:  # SDPA's convention: query i sees keys j <= i
+        hidden = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(hidden, -math.inf)
+    p = scores.softmax(dim=-1)
+    dv = p.transpose(-2, -1) @ do
+    dp = do @ vf.transpose(-2, -1)
+    # Softmax's Jacobian, row by row: dS = P * (dP - sum_j P dP), with sum_j P dP = rowsum(dO * O).
+    ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+    dq = ds @ kf * scale
+    dk = ds.transpose(-2, -1) @ qf * scale
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, is_causal, scale = inputs
+    ctx.save_for_backward(q, k, v)
+    ctx.is_causal, ctx.scale = is_causal, scale
+
+
+def _backward(ctx, grad_out):
+    q, k, v = ctx.saved_tensors
+    grads = attention_backward(q, k, v, grad_out, is_causal=ctx.is_causal, scale=ctx.scale)
+    return (*grads, None, None)  # is_causal and scale get no gradient
+
+
+@functools.cache  # once per process: a second registration is an error
+def _register_autograd() -> None:
+    """Give attn::flash_attention_forward a backward, for the CPU and CUDA kernels alike."""
+    torch.library.register_autograd(
+        "attn::flash_attention_forward", _backward, setup_context=_setup_context
+    )

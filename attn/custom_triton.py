@@ -42,10 +42,10 @@ def _attn_fwd_inner(
     offs_m, lo, hi, SEQ_K, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, ON_DIAGONAL: tl.constexpr,
 ):  # fmt: skip
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
     # --8<-- [start:core]
     for start_n in range(lo, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
+        offs_n = (start_n + tl.arange(0, BLOCK_N)).to(tl.int64)  # int64: key * stride may pass 2^31
         in_bounds = offs_n < SEQ_K  # the last block may run past the keys; those load as 0
         # K is read transposed ([HEAD_DIM, BLOCK_N]) straight from its strides: no copy, no .T
         k = tl.load(
@@ -60,8 +60,11 @@ def _attn_fwd_inner(
         qk = tl.where(keep, qk, float("-inf"))
         # Online softmax: a larger max shrinks everything summed so far by alpha = 2^(m_old - m_new)
         m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_ij[:, None])  # masked scores give exactly 0
-        alpha = tl.math.exp2(m_i - m_ij)
+        # A row that has seen no key yet keeps max -inf; subtract 0 then, so that -inf - -inf gives
+        # no NaN: p and alpha come out 0 (as in the CUDA kernel).
+        base = tl.where(m_ij == float("-inf"), 0.0, m_ij)
+        p = tl.math.exp2(qk - base[:, None])  # masked scores give exactly 0
+        alpha = tl.math.exp2(m_i - base)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(
             v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd,
@@ -94,8 +97,9 @@ def _attn_fwd(
     v_base = V + off_b * stride_vb + off_h * stride_vh
     o_base = Out + off_b * stride_ob + off_h * stride_oh
 
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
+    # int64 row and column indices: row * stride can pass 2^31 elements in one (batch, head) too
+    offs_m = (start_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
     row_ok = offs_m[:, None] < SEQ_Q  # rows past the queries compute on zeros and are not stored
     q = tl.load(
         q_base + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qd, mask=row_ok, other=0.0
@@ -122,8 +126,9 @@ def _attn_fwd(
             acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
             offs_m, 0, SEQ_K, SEQ_K, qk_scale, HEAD_DIM, BLOCK_N, False,
         )  # fmt: skip
-    # Every stored row saw key 0 (top-left causal alignment), so l_i >= 1: no division by zero.
-    acc = acc / l_i[:, None]
+    # Every stored row saw key 0 (top-left causal alignment), so l_i >= 1 here; a row that saw no
+    # key at all (other masks can do that) would have l_i = 0 and acc = 0, and stays 0, as in CUDA.
+    acc = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
     o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od
     tl.store(o_ptrs, acc.to(Out.dtype.element_ty), mask=row_ok)
 
@@ -150,6 +155,26 @@ def _tuned_kernel():
     return triton.autotune(configs, key=["SEQ_Q", "SEQ_K", "HEAD_DIM", "IS_CAUSAL"])(_attn_fwd)
 
 
+# The launch grid is (query blocks, batch * heads): CUDA caps a grid's second dimension at 65535.
+MAX_GRID_Y = 65535
+INTERPRETER_BF16 = (
+    "Triton's interpreter (TRITON_INTERPRET=1) stores bf16 as uint16 and its tl.dot multiplies "
+    "those bit patterns (triton-lang/triton#11584), so bf16 runs only compiled, on a GPU; "
+    "use float16 under the interpreter"
+)
+
+
+def _refuse_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """ValueError when autograd would need a backward: the kernel has none (out has no grad_fn)."""
+    needs = [name for name, t in (("q", q), ("k", k), ("v", v)) if t.requires_grad]
+    if needs and torch.is_grad_enabled():
+        raise ValueError(
+            f"the Triton kernel computes the forward only, but {', '.join(needs)} requires grad; "
+            "run it under torch.no_grad() or pass detached tensors (custom_cpu and custom_cuda "
+            "have a backward)"
+        )
+
+
 def triton_flash_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -162,9 +187,23 @@ def triton_flash_attention(
 ) -> torch.Tensor:
     """Launch the kernel on [batch, heads, seq, head_dim] tensors of any strides; returns q's shape."""
     batch, heads, seq_q, head_dim = q.shape
-    seq_k = k.shape[2]
     if head_dim < 16 or head_dim & (head_dim - 1):
         raise ValueError(f"head_dim {head_dim} must be a power of two >= 16 (tl.arange, tl.dot)")
+    if batch * heads > MAX_GRID_Y:
+        raise ValueError(
+            f"batch {batch} x heads {heads} = {batch * heads} programs per query block; the launch "
+            f"grid's second dimension holds at most {MAX_GRID_Y}"
+        )
+    _refuse_autograd(q, k, v)
+    if _INTERPRETED and q.dtype == torch.bfloat16:
+        raise RuntimeError(INTERPRETER_BF16)
+    return _launch(q, k, v, is_causal=is_causal, scale=scale, block_m=block_m, block_n=block_n)
+
+
+def _launch(q, k, v, *, is_causal, scale, block_m, block_n):
+    """The launch itself, without triton_flash_attention's checks."""
+    batch, heads, seq_q, head_dim = q.shape
+    seq_k = k.shape[2]
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     args = (q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride())
@@ -194,6 +233,13 @@ class CustomTritonVariant(Variant):
     head_dims = (64, 128)
     dtypes = (torch.bfloat16, torch.float16)
 
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True
+    ) -> torch.Tensor:
+        """Attention of q over k, v; refuses inputs that require grad (there is no backward)."""
+        _refuse_autograd(q, k, v)  # before the device checks: the answer is the same everywhere
+        return super().forward(q, k, v, is_causal=is_causal)
+
     def _attention(self, q, k, v, *, is_causal):
         with torch.cuda.device(q.device):  # triton launches on the current device
             return triton_flash_attention(q, k, v, is_causal=is_causal)
@@ -206,9 +252,11 @@ class CustomTritonVariant(Variant):
             )
         if triton is None:
             return "triton is not installed (it comes with CUDA builds of torch, or `pip install triton`)"
-        return self._dtype_problem(dtype) or older_than_ampere(
-            device, "bf16 tensor cores and async copies"
-        )
+        if problem := self._dtype_problem(dtype):
+            return problem
+        if _INTERPRETED:  # the kernel runs on the host: no GPU generation to check
+            return INTERPRETER_BF16 if dtype == torch.bfloat16 else None
+        return older_than_ampere(device, "bf16 tensor cores and async copies")
 
 
 def custom_triton_variant() -> Variant:

@@ -1,5 +1,6 @@
-// The one place the attn ops are declared to torch. Kernels register per device:
-// CPU here (csrc/cpu/), CUDA in csrc/cuda/binding.cu (built only where CUDA is available).
+// The one place the attn ops are declared to torch. Kernels register per device: CPU here
+// (csrc/cpu/), CUDA in csrc/cuda/binding.cu, a second library loaded after this one (built only where
+// CUDA is available, so that a failing CUDA build leaves the CPU op working).
 
 #include <torch/library.h>
 

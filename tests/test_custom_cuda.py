@@ -156,6 +156,30 @@ def test_float32_is_refused_with_a_reason():
     assert isinstance(reason, str) and "float32" in reason
 
 
+def test_unavailable_when_the_cpu_library_it_extends_cannot_build(monkeypatch):
+    # The op's schema comes with the CPU library, so a missing C++ compiler is custom_cuda's problem.
+    from attn import custom_ops
+
+    monkeypatch.setattr(custom_ops, "_loaded", set())  # as before the first build
+    monkeypatch.setenv("CXX", "no-such-compiler-x")
+    monkeypatch.setattr(custom_ops, "_cuda_toolkit_problem", lambda: None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    reason = custom_cuda_variant()._why_unavailable(torch.device("cuda"), torch.bfloat16)
+    assert "no-such-compiler-x" in reason
+
+
+def test_unavailable_with_a_toolkit_torch_would_refuse(monkeypatch):
+    from attn import custom_ops
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(custom_ops, "_nvcc", lambda: "/usr/local/cuda-12.8/bin/nvcc")
+    monkeypatch.setattr(custom_ops, "_nvcc_version", lambda nvcc: "12.8")
+    monkeypatch.setattr(custom_ops, "build_problem", lambda: None)  # a compiler and ninja are there
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    reason = custom_cuda_variant()._why_unavailable(torch.device("cuda"), torch.float16)
+    assert "CUDA 12.8" in reason and "CUDA 13.0" in reason
+
+
 def test_rejects_head_dim_96():
     q = torch.zeros(1, 1, 4, 96, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="96"):
@@ -246,10 +270,10 @@ def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="96"):
         variant.forward(q96, q96, q96)
     # The op itself checks too (TORCH_CHECK_VALUE in binding.cu), for callers that skip the variant.
-    from attn.custom_ops import load_ops
+    from attn.custom_ops import load_cuda_ops
 
     with pytest.raises(ValueError, match="head_dim 96"):
-        load_ops().flash_attention_forward(q96, q96, q96, True, 0.1)
+        load_cuda_ops().flash_attention_forward(q96, q96, q96, True, 0.1)
 
 
 @pytest.mark.gpu

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attn.custom_triton as custom_triton
-from attn.custom_triton import custom_triton_variant
+from attn.custom_triton import _attn_fwd_inner, custom_triton_variant, tl
 from attn.reference import reference_attention
 
 needs_triton = pytest.mark.skipif(
@@ -42,20 +42,30 @@ def _fresh_copy(name: str, monkeypatch: pytest.MonkeyPatch) -> object:
 # ones. So one spawned worker (a fresh interpreter, not a fork of this one) gets the variable in its
 # environment from its first instruction and runs the launches; tensors go there and back pickled.
 @pytest.fixture(scope="module")
-def interpreted():
-    """triton_flash_attention, run in a worker process where Triton interprets every kernel."""
+def in_interpreter():
+    """Call a function in a worker process where Triton interprets every kernel."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRITON_INTERPRET", "1")
         # Pool() starts its worker right here, so the worker's environment has the variable.
         pool = multiprocessing.get_context("spawn").Pool(1)
 
-    def run(q, k, v, **kwargs):
-        call = pool.apply_async(custom_triton.triton_flash_attention, (q, k, v), kwargs)
-        return call.get(timeout=120)  # a worker that died would otherwise be waited for forever
+    def call(function, *args, **kwargs):
+        result = pool.apply_async(function, args, kwargs)
+        return result.get(timeout=120)  # a worker that died would otherwise be waited for forever
 
-    yield run
+    yield call
     pool.close()
     pool.join()
+
+
+@pytest.fixture(scope="module")
+def interpreted(in_interpreter):
+    """triton_flash_attention, run in the worker where Triton interprets every kernel."""
+
+    def run(q, k, v, **kwargs):
+        return in_interpreter(custom_triton.triton_flash_attention, q, k, v, **kwargs)
+
+    return run
 
 
 def _qkv(batch, heads, seq_q, seq_k, head_dim, dtype, device="cpu", seed=0):
@@ -128,16 +138,131 @@ def test_interpreted_causal_never_loads_blocks_above_the_diagonal(interpreted):
 
 
 @needs_triton
+def test_interpreted_bf16_is_refused(interpreted):
+    # Without the refusal, the interpreter returns garbage for bf16 (the canary test below).
+    q, k, v = _qkv(1, 1, 17, 17, 64, torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"TRITON_INTERPRET=1.*bf16 runs only compiled"):
+        interpreted(q, k, v, is_causal=True)
+
+
+def _launch_unchecked(q, k, v):
+    return custom_triton._launch(q, k, v, is_causal=True, scale=None, block_m=None, block_n=None)
+
+
+@needs_triton
 @pytest.mark.xfail(
     strict=True,
     reason="Triton's interpreter stores bf16 as uint16 and its tl.dot multiplies those bit patterns "
-    "(triton-lang/triton#11584, 'not supported yet'); bf16 is tested on the GPU only. Strict: when a "
-    "triton release fixes it this fails, and bf16 can join the interpreted tests.",
+    "(triton-lang/triton#11584, 'not supported yet'), so custom_triton refuses bf16 there. Strict: "
+    "when a triton release fixes it this fails, and the refusal (INTERPRETER_BF16) can go.",
 )
-def test_interpreted_bf16(interpreted):
+def test_interpreter_still_gets_bf16_wrong(in_interpreter):
     q, k, v = _qkv(1, 1, 17, 17, 64, torch.bfloat16)
-    out = interpreted(q, k, v, is_causal=True)
+    out = in_interpreter(_launch_unchecked, q, k, v)
     _assert_close(out, q, k, v, is_causal=True)
+
+
+@needs_triton
+def test_interpreter_bf16_is_unavailable_as_forward_then_says(monkeypatch):
+    monkeypatch.setattr(custom_triton, "_INTERPRETED", True)
+    variant = custom_triton_variant()
+    reason = variant._why_unavailable(torch.device("cuda"), torch.bfloat16)
+    assert reason == custom_triton.INTERPRETER_BF16
+    assert variant._why_unavailable(torch.device("cuda"), torch.float16) is None
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError) as raised:
+        custom_triton.triton_flash_attention(q, q, q)
+    assert str(raised.value) == reason
+
+
+# ---- edge cases of the kernel ------------------------------------------------------------------
+
+
+def test_too_many_batch_heads_for_the_grid_raise_value_error():
+    # batch * heads is the grid's second dimension, which CUDA caps at 65535.
+    q = torch.zeros(1, 1, 1, 64, dtype=torch.float16).expand(256, 256, 1, 64)
+    with pytest.raises(ValueError, match=r"batch 256 x heads 256 = 65536 .* at most 65535"):
+        custom_triton.triton_flash_attention(q, q, q)
+
+
+def _past_int32_offsets(seed: int):
+    """Attention over q, k, v whose third rows start 2^31 + 256 elements after their first ones."""
+    row_stride = 2**30 + 128  # still an int32 stride, but 2 * row_stride is past 2^31
+    # 4 GiB of address space, of which only the rows below are ever touched (Linux maps lazily).
+    storage = torch.empty(2 * row_stride + 3 * 64, dtype=torch.float16)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (
+        storage.as_strided((1, 1, 3, 64), (0, 0, row_stride, 1), storage_offset=64 * i)
+        for i in range(3)
+    )
+    for t in (q, k, v):
+        t.copy_(torch.randn(t.shape, generator=gen))
+    out = custom_triton.triton_flash_attention(q, k, v, is_causal=False)
+    return out, q.clone(), k.clone(), v.clone()
+
+
+@needs_triton
+def test_interpreted_offsets_past_int32(in_interpreter):
+    # Row offsets within one (batch, head) are int64: in int32, row 2 * stride wraps negative.
+    out, q, k, v = in_interpreter(_past_int32_offsets, seed=11)
+    _assert_close(out, q, k, v, is_causal=False)
+
+
+@custom_triton.jit
+def _first_block_hidden_kernel(Q, K, V, Out, qk_scale, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    # BLOCK queries at positions 0.. over 2 * BLOCK keys, visited out of order: first keys BLOCK..
+    # with the causal mask, which hides all of them from every row, then keys 0.. without a mask.
+    offs_m = tl.arange(0, BLOCK).to(tl.int64)
+    offs_d = tl.arange(0, HEAD_DIM).to(tl.int64)
+    q = tl.load(Q + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
+    m_i = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK], dtype=tl.float32)
+    acc = tl.zeros([BLOCK, HEAD_DIM], dtype=tl.float32)
+    acc, l_i, m_i = _attn_fwd_inner(
+        acc, l_i, m_i, q, K, V, HEAD_DIM, 1, HEAD_DIM, 1,
+        offs_m, BLOCK, 2 * BLOCK, 2 * BLOCK, qk_scale, HEAD_DIM, BLOCK, True,
+    )  # fmt: skip
+    acc, l_i, m_i = _attn_fwd_inner(
+        acc, l_i, m_i, q, K, V, HEAD_DIM, 1, HEAD_DIM, 1,
+        offs_m, 0, BLOCK, 2 * BLOCK, qk_scale, HEAD_DIM, BLOCK, False,
+    )  # fmt: skip
+    out = acc / l_i[:, None]
+    tl.store(Out + offs_m[:, None] * HEAD_DIM + offs_d[None, :], out.to(Out.dtype.element_ty))
+
+
+def _first_block_hidden(q, k, v):
+    out = torch.empty_like(q)
+    scale = q.shape[-1] ** -0.5 * custom_triton.LOG2E
+    _first_block_hidden_kernel[(1,)](q, k, v, out, scale, HEAD_DIM=q.shape[-1], BLOCK=q.shape[0])
+    return out
+
+
+@needs_triton
+def test_interpreted_row_whose_first_block_is_fully_masked(in_interpreter):
+    # The kernel itself never masks a row's whole first block (with top-left causal alignment every
+    # row sees key 0), so this calls its inner loop directly. Without the guard, max stays -inf,
+    # exp2(-inf - -inf) is NaN, and the NaN survives every later block.
+    q, k, v = _qkv(1, 1, 16, 32, 64, torch.float16, seed=12)
+    out = in_interpreter(_first_block_hidden, q[0, 0], k[0, 0], v[0, 0])
+    assert not out.isnan().any()
+    _assert_close(out[None, None], q, k[:, :, :16], v[:, :, :16], is_causal=False)
+
+
+# ---- autograd ----------------------------------------------------------------------------------
+
+
+def test_requires_grad_is_refused_before_any_device_problem():
+    # The kernel has no backward; without the check the output would silently have no grad_fn.
+    variant = custom_triton_variant()
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.float16, requires_grad=True)
+    k = torch.zeros(1, 1, 4, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"forward only, but q requires grad.*torch.no_grad"):
+        variant.forward(q, k, k)
+    with pytest.raises(ValueError, match="q requires grad"):
+        custom_triton.triton_flash_attention(q, k, k)
+    with torch.no_grad():  # nothing to refuse: the usual reason (no GPU here) comes instead
+        with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+            variant.forward(q, k, k)
 
 
 @needs_triton

@@ -1,7 +1,8 @@
 // FlashAttention-style forward on the CPU: Q tiles x KV tiles, online softmax, fp32 accumulation.
 //
 // Work is split over (batch, head, Q tile) with at::parallel_for. Each thread owns its scratch: the
-// score tile S, the output accumulator, the running max m and sum l per row, and K^T of its head.
+// score tile S, the output accumulator, the running max m and sum l per row, and K^T, of its head
+// while that fits 4 MB, else of one KV tile. So scratch stays bounded however long the sequences.
 // The two tile products go to BLAS (cpublas::brgemm, which calls MKL/oneDNN sgemm); the softmax in
 // between uses GCC vector extensions, compiled for AVX-512, AVX2 and baseline x86-64 and picked at
 // run time (target_clones), so the build needs no -march flag and runs on any x86-64 CPU.
@@ -24,6 +25,11 @@ namespace {
 
 constexpr int64_t kBlockQ = 128;   // query rows per tile
 constexpr int64_t kBlockKV = 512;  // keys per tile
+// K^T of a whole head is packed once and reused by all of its Q tiles while it fits in this many
+// floats (4 MB: 16K keys at head_dim 64). Longer heads are packed one KV tile at a time, again for
+// every Q tile: d * cols copies beside the 4 * rows * cols * d flops of the tile's two GEMMs. On our
+// CPU at head_dim 64, packing every head that way cost 5-15% at seq 2048, about 1% at seq_k 32K.
+constexpr int64_t kMaxKeptKt = int64_t{1} << 20;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // One clone per x86-64 level, chosen by the loader from the CPU it runs on (GCC's ifunc dispatch).
@@ -110,28 +116,31 @@ struct Problem {
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss;  // batch, head, seq strides
   float scale;
   bool causal;
+  bool keep_kt;  // K^T of a whole head fits kMaxKeptKt: packed once per head, not per tile
 };
 
-// One thread's working memory, allocated once per call (never inside the loops).
+// One thread's working memory, allocated once per call (never inside the loops); at most about
+// 5 MB (4 MB of K^T), whatever the sequence lengths.
 struct Scratch {
-  Scratch(int64_t head_dim, int64_t seq_k)
-      : kt(new float[head_dim * seq_k]),
+  Scratch(int64_t head_dim, int64_t kt_keys)
+      : kt(new float[head_dim * kt_keys]),
         s(new float[kBlockQ * kBlockKV]),
         acc(new float[kBlockQ * head_dim]),
         m(new float[kBlockQ]),
         l(new float[kBlockQ]) {}
   std::unique_ptr<float[]> kt, s, acc, m, l;
-  int64_t kt_head = -1;  // which (batch, head) kt holds
+  int64_t kt_head = -1;  // which (batch, head) kt holds, when it holds whole heads
 };
 
-// K^T of one head, [head_dim, seq_k], so that S = Q @ K^T is a plain row-major GEMM. Packed once
-// per head and thread, then reused by all of that head's Q tiles. Blocked for cache reuse.
-void pack_kt(const float* k, int64_t ld, int64_t seq_k, int64_t d, float* kt) {
+// K^T of `cols` keys, [d, cols] with leading dimension ld_kt, so that S = Q @ K^T is a plain
+// row-major GEMM. Blocked for cache reuse.
+ATTN_INLINE void pack_kt(
+    const float* k, int64_t ld_k, int64_t cols, int64_t d, float* kt, int64_t ld_kt) {
   constexpr int64_t kBlock = 32;
-  for (int64_t j0 = 0; j0 < seq_k; j0 += kBlock) {
-    const int64_t j1 = std::min(j0 + kBlock, seq_k);
+  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+    const int64_t j1 = std::min(j0 + kBlock, cols);
     for (int64_t c = 0; c < d; ++c)
-      for (int64_t j = j0; j < j1; ++j) kt[c * seq_k + j] = k[j * ld + c];
+      for (int64_t j = j0; j < j1; ++j) kt[c * ld_kt + j] = k[j * ld_k + c];
   }
 }
 
@@ -183,6 +192,7 @@ ATTN_INLINE float online_softmax_row(
 ATTN_MULTIVERSION void attend_tile(const Problem& p, int64_t bh, int64_t i0, Scratch& w) {
   const int64_t d = p.head_dim, b = bh / p.heads, h = bh % p.heads;
   const float* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_ss;
+  const float* k = p.k + b * p.k_sb + h * p.k_sh;
   const float* v = p.v + b * p.v_sb + h * p.v_sh;
   float* out = p.out + (bh * p.seq_q + i0) * d;
   float *s = w.s.get(), *acc = w.acc.get(), *m = w.m.get(), *l = w.l.get();
@@ -196,8 +206,15 @@ ATTN_MULTIVERSION void attend_tile(const Problem& p, int64_t bh, int64_t i0, Scr
   for (int64_t j0 = 0; j0 < kv_end; j0 += kBlockKV) {
     const int64_t cols = std::min(kBlockKV, kv_end - j0);
 
-    // S = Q_tile @ K_tile^T: [rows, d] x [d, cols], K^T packed once for this head.
-    gemm(rows, cols, d, q, p.q_ss, w.kt.get() + j0, p.seq_k, s, cols, /*accumulate=*/false);
+    // S = Q_tile @ K_tile^T: [rows, d] x [d, cols]. K_tile^T is a slice of the head's K^T, packed
+    // once per head by run(), or, for long heads, packed here.
+    const float* kt = w.kt.get() + j0;
+    int64_t ld_kt = p.seq_k;
+    if (!p.keep_kt) {
+      pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), cols);
+      kt = w.kt.get(), ld_kt = cols;
+    }
+    gemm(rows, cols, d, q, p.q_ss, kt, ld_kt, s, cols, /*accumulate=*/false);
 
     for (int64_t r = 0; r < rows; ++r) {
       // Keys this row may see in the tile: all of them, or those up to its own position.
@@ -226,15 +243,15 @@ ATTN_MULTIVERSION void attend_tile(const Problem& p, int64_t bh, int64_t i0, Scr
 void run(const Problem& p, int64_t batch_heads) {
   const int64_t tiles = (p.seq_q + kBlockQ - 1) / kBlockQ;
   at::parallel_for(0, batch_heads * tiles, 1, [&](int64_t begin, int64_t end) {
-    Scratch w(p.head_dim, p.seq_k);
+    Scratch w(p.head_dim, p.keep_kt ? p.seq_k : kBlockKV);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bh = item / tiles, t = item % tiles;
       // Causal tiles lower down cost more. Visiting them as 0, n-1, 1, n-2, ... keeps the
       // contiguous chunks at::parallel_for hands each thread about equally heavy.
       const int64_t tile = p.causal ? (t % 2 == 0 ? t / 2 : tiles - 1 - t / 2) : t;
-      if (w.kt_head != bh) {
-        const int64_t b = bh / p.heads, h = bh % p.heads;
-        pack_kt(p.k + b * p.k_sb + h * p.k_sh, p.k_ss, p.seq_k, p.head_dim, w.kt.get());
+      if (p.keep_kt && w.kt_head != bh) {
+        const float* k = p.k + (bh / p.heads) * p.k_sb + (bh % p.heads) * p.k_sh;
+        pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.seq_k);
         w.kt_head = bh;
       }
       attend_tile(p, bh, tile * kBlockQ, w);
@@ -287,7 +304,8 @@ at::Tensor flash_attention_forward_cpu(
       qf.const_data_ptr<float>(), kf.const_data_ptr<float>(), vf.const_data_ptr<float>(),
       out.data_ptr<float>(), heads, seq_q, seq_k, d,
       qf.stride(0), qf.stride(1), qf.stride(2), kf.stride(0), kf.stride(1), kf.stride(2),
-      vf.stride(0), vf.stride(1), vf.stride(2), static_cast<float>(scale), is_causal};
+      vf.stride(0), vf.stride(1), vf.stride(2), static_cast<float>(scale), is_causal,
+      /*keep_kt=*/seq_k * d <= kMaxKeptKt};
   run(p, batch * heads);
   return q.scalar_type() == at::kFloat ? out : out.to(q.scalar_type());
 }

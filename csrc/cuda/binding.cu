@@ -1,6 +1,7 @@
 // Torch glue for the flash forward kernel: check the tensors, fill FlashParams, launch on torch's
 // current stream, register as the CUDA implementation of attn::flash_attention_forward (the schema
-// lives in csrc/ops.cpp). Compiled only when torch has CUDA.
+// lives in csrc/ops.cpp, in the CPU library loaded first). Built with flash_fwd.cu as a library of
+// its own, only when torch has CUDA.
 #include <cstdint>
 
 #include <ATen/ATen.h>
