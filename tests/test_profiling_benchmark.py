@@ -51,3 +51,12 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys):
 def test_tflops_of_a_slow_run_is_not_rounded_to_zero():
     """On a loaded machine a tiny run can take long: its rate must stay a positive number."""
     assert benchmark.significant(4 * 64 * 64 * 32 / 2 / 250_000.0 / 1e6) > 0
+
+
+@pytest.mark.parametrize(
+    "argv", [["--seqs", "0"], ["--seqs", "-5"], ["--repeats", "0"], ["--device", "meta"]]
+)
+def test_bad_values_are_refused_in_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        benchmark.main(argv)
+    assert exit_.value.code == 2 and argv[0] in capsys.readouterr().err

@@ -41,3 +41,10 @@ def test_write_makes_json_and_picture(rows, tmp_path):
     svg = (folder / "scaling.svg").read_text()
     assert "sequence length" in svg and "naive" in svg
     assert sorted(p.name for p in folder.iterdir()) == ["scaling.json", "scaling.svg"]
+
+
+@pytest.mark.parametrize("argv", [["--seqs", "0"], ["--seqs", "-5"], ["--out", ""]])
+def test_bad_values_are_refused_in_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        scaling.main(argv)
+    assert exit_.value.code == 2 and argv[0] in capsys.readouterr().err

@@ -24,9 +24,9 @@ from rich.table import Table  # noqa: E402
 
 import attn  # noqa: E402
 from attn.profiling import layout  # noqa: E402
-from attn.profiling.atomic import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
+from attn.profiling.flags import device, out_folder, positive  # noqa: E402
 from attn.profiling.timing import time_interleaved  # noqa: E402
 
 BASELINE = "sdpa_flash"
@@ -171,23 +171,20 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     config = default_config(device)
     title = f"Forward time on {device_name(device)} ({config.dtype}, {torch.get_num_threads()} CPU threads)"
     rows = with_ratios(rows)
-    write_rows(folder, "benchmark", rows, lambda p: plot(rows, title, p))
-    if (folder / layout.MANIFEST).is_file():  # a set made by a profile run: list the figure
-        layout.write_manifest(folder)
-    return folder
+    return layout.write_figure(folder, "benchmark", rows, lambda p: plot(rows, title, p))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attn.profiling.benchmark", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--out", type=Path, default=Path("profiles"))
-    parser.add_argument("--device", default=default_device())
-    parser.add_argument("--seqs", type=int, nargs="+")
-    parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--out", type=out_folder, default=Path("profiles"))
+    parser.add_argument("--device", type=device, default=default_device())
+    parser.add_argument("--seqs", type=positive, nargs="+")
+    parser.add_argument("--head-dims", type=positive, nargs="+", default=[64, 128])
     parser.add_argument("--causal-only", action="store_true")
     parser.add_argument("--variants", nargs="+", help="default: per device")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=positive, default=5)
     args = parser.parse_args(argv)
     kind = torch.device(args.device).type
     console = Console(stderr=True)

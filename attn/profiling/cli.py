@@ -13,12 +13,10 @@ import argparse
 import json
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -29,53 +27,9 @@ from attn.profiling.analyze import device_name_of, recheck, write_artifacts
 from attn.profiling.config import DTYPES, ProfileConfig, default_config, default_device
 from attn.profiling.decoding import config_for
 from attn.profiling.diff import main as diff_main
+from attn.profiling.flags import device, out_folder, positive
 from attn.profiling.run import ProfilingError, finish_set, profile_example, profile_variant
 from attn.profiling.trace import TraceFormatError, load_trace
-
-
-def positive(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def device(text: str) -> str:
-    """An argparse type: cpu, cuda or cuda:N, usable by this torch."""
-    try:
-        dev = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a device; use cpu or cuda") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise argparse.ArgumentTypeError(f"{text!r}: profiles are made on cpu or cuda")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        why = "a CPU-only build" if torch.version.cuda is None else "no CUDA GPU visible"
-        raise argparse.ArgumentTypeError(f"{text!r}: this torch cannot use CUDA ({why})")
-    return text
-
-
-def out_folder(text: str) -> Path:
-    """An argparse type: a folder that exists or can be made, and can be written (tried here)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; give a folder such as profiles")
-    path = Path(text)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except FileExistsError:
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder") from None
-    except OSError as e:
-        if isinstance(e, NotADirectoryError):
-            raise argparse.ArgumentTypeError(
-                f"{text}: a part of it is a file, not a folder"
-            ) from None
-        raise argparse.ArgumentTypeError(f"{text} cannot be written here ({e.strerror})") from None
-    return path
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

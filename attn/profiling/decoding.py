@@ -30,9 +30,10 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attn
-from attn.profiling.atomic import write_rows
+from attn.profiling import layout
 from attn.profiling.config import DTYPES, ProfileConfig, default_device
 from attn.profiling.environment import device_name, hardware_slug, is_gpu
+from attn.profiling.flags import device, out_folder, positive
 
 STEM = "decoding"
 HEADS, KV_HEADS, HEAD_DIM = 32, 8, 64
@@ -650,7 +651,7 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     if step and not is_gpu(device):
         shape += f", {step['threads']} thread{'s' if step['threads'] > 1 else ''}"
     title = f"One decode step on {device_name(device)} ({shape})"
-    return write_rows(folder, STEM, rows, lambda p: draw(rows, title, p))
+    return layout.write_figure(folder, STEM, rows, lambda p: draw(rows, title, p))
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
@@ -679,22 +680,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attn.profiling.decoding", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--out", type=Path, default=Path("profiles"))
-    parser.add_argument("--device", default=default_device())
+    parser.add_argument("--out", type=out_folder, default=Path("profiles"))
+    parser.add_argument("--device", type=device, default=default_device())
     parser.add_argument(
-        "--lengths", type=int, nargs="+", help="cache lengths (default: per device)"
+        "--lengths", type=positive, nargs="+", help="cache lengths (default: per device)"
     )
-    parser.add_argument("--batches", type=int, nargs="+", help="batch sizes (default: per device)")
+    parser.add_argument(
+        "--batches", type=positive, nargs="+", help="batch sizes (default: per device)"
+    )
     parser.add_argument(
         "--dtype", choices=sorted(DTYPES), help="default: float32 CPU, bfloat16 GPU"
     )
     parser.add_argument(
-        "--threads", type=int, help="CPU threads for every measurement (default: torch's)"
+        "--threads", type=positive, help="CPU threads for every measurement (default: torch's)"
     )
     args = parser.parse_args(argv)
     kind = "cuda" if is_gpu(args.device) else "cpu"
-    if any(n < 1 for n in [*(args.lengths or []), *(args.batches or []), args.threads or 1]):
-        parser.error("lengths, batches and threads must be whole numbers >= 1")
     rows = sweep(
         args.device,
         tuple(args.lengths or LENGTHS[kind]),

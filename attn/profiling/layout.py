@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attn.profiling.atomic import write_json
+from attn.profiling.atomic import write_json, write_rows
 from attn.profiling.claims import CLAIMS, claims_for
 
 MANIFEST = "index.json"
@@ -108,3 +108,11 @@ def manifest(hardware_folder: Path) -> dict:
 
 def write_manifest(hardware_folder: Path) -> Path:
     return write_json(Path(hardware_folder) / MANIFEST, manifest(hardware_folder))
+
+
+def write_figure(folder: Path, stem: str, rows: list[dict], draw) -> Path:
+    """`<stem>.json` and `<stem>.svg` in a set, each replaced atomically, and listed in its manifest."""
+    write_rows(folder, stem, rows, draw)
+    if (Path(folder) / MANIFEST).is_file():  # a set made by a profile run
+        write_manifest(folder)
+    return Path(folder)

@@ -19,9 +19,9 @@ from rich.progress import Progress  # noqa: E402
 
 import attn  # noqa: E402
 from attn.profiling import layout  # noqa: E402
-from attn.profiling.atomic import write_rows  # noqa: E402
 from attn.profiling.config import ProfileConfig, default_config, default_device  # noqa: E402
 from attn.profiling.environment import device_name, hardware_slug  # noqa: E402
+from attn.profiling.flags import device, out_folder, positive  # noqa: E402
 from attn.profiling.memory import peak_forward_memory  # noqa: E402
 from attn.profiling.timing import time_forward  # noqa: E402
 
@@ -100,20 +100,17 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write scaling.json and scaling.svg into `<out>/<hardware>/`, each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
     title = f"Scaling with sequence length on {device_name(device)} (causal, batch 1)"
-    write_rows(folder, "scaling", rows, lambda p: plot(rows, title, p))
-    if (folder / layout.MANIFEST).is_file():  # a set made by a profile run: list the figure
-        layout.write_manifest(folder)
-    return folder
+    return layout.write_figure(folder, "scaling", rows, lambda p: plot(rows, title, p))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attn.profiling.scaling", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--out", type=Path, default=Path("profiles"))
-    parser.add_argument("--device", default=default_device())
+    parser.add_argument("--out", type=out_folder, default=Path("profiles"))
+    parser.add_argument("--device", type=device, default=default_device())
     parser.add_argument(
-        "--seqs", type=int, nargs="+", help="sequence lengths (default: per device)"
+        "--seqs", type=positive, nargs="+", help="sequence lengths (default: per device)"
     )
     args = parser.parse_args(argv)
     seqs = tuple(args.seqs or SEQS[torch.device(args.device).type])
