@@ -89,11 +89,12 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
             if not summary.get("available") or not (vdir / layout.TRACE).is_file():
                 continue
             trace = load_trace(vdir / layout.TRACE)
-            fresh, _ = summarize(
+            fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
                 trace,
                 variant=summary["variant"],
                 device_type=summary["device_type"],
                 range_name=summary.get("range"),
+                base=summary,
             )
             if fresh.get("claims") != summary.get("claims"):
                 changed.append(

@@ -286,6 +286,20 @@ def generated_kernel(pattern: str) -> Check:
     return check
 
 
+def compile_costs_forwards(at_least: int) -> Check:
+    """The first call (tracing, code generation and build, or a load from Inductor's cache) costs
+    at least `at_least` profiled forwards."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        seconds = (ev.summary.get("compile_seconds") or {}).get("first")
+        if seconds is None:
+            return None, "the first call was not timed (a run of the example times it)"
+        ratio = seconds * 1e6 / ev.summary["cpu_time_us"]
+        return ratio >= at_least, f"first call {seconds:.2f} s = {ratio:,.0f} profiled forwards"
+
+    return check
+
+
 SDPA_OPS = (
     FUSED_CPU,
     "aten::scaled_dot_product_attention",
@@ -293,6 +307,11 @@ SDPA_OPS = (
 )
 COMPILED_CLAIMS: dict[str, list[Claim]] = {
     "compiled_naive": [
+        Claim(
+            "The first call, which compiles (or loads Inductor's cache), costs more than 10 forwards.",
+            "cpu",
+            compile_costs_forwards(10),
+        ),
         Claim(
             "Compile keeps the masked_fill version as two aten::bmm around one generated "
             "softmax-and-mask kernel, and calls no SDPA op.",
@@ -311,6 +330,11 @@ COMPILED_CLAIMS: dict[str, list[Claim]] = {
     ],
     "compiled_additive": [
         Claim(
+            "The first call, which compiles (or loads Inductor's cache), costs more than 10 forwards.",
+            "cpu",
+            compile_costs_forwards(10),
+        ),
+        Claim(
             f"With an additive mask, Inductor's pattern matcher calls SDPA: one {FUSED_CPU} per "
             "forward and no aten::bmm.",
             "cpu",
@@ -318,6 +342,11 @@ COMPILED_CLAIMS: dict[str, list[Claim]] = {
         ),
     ],
     "flex_causal": [
+        Claim(
+            "The first call, which compiles (or loads Inductor's cache), costs more than 10 forwards.",
+            "cpu",
+            compile_costs_forwards(10),
+        ),
         Claim(
             "Compiled FlexAttention is one generated kernel per forward, with no aten::bmm or softmax.",
             "cpu",
@@ -330,6 +359,11 @@ COMPILED_CLAIMS: dict[str, list[Claim]] = {
         ),
     ],
     "flex_sliding_window": [
+        Claim(
+            "The first call, which compiles (or loads Inductor's cache), costs more than 10 forwards.",
+            "cpu",
+            compile_costs_forwards(10),
+        ),
         Claim(
             "The sliding window compiles to one generated kernel per forward too: the mask is code.",
             "cpu",

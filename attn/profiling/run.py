@@ -6,6 +6,7 @@ summary that says why. After each run the set's environment, overview and manife
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -180,6 +181,8 @@ def profile_example(
             if (written / layout.TABLE_TXT).is_file()
             else None
         )
+        if (written / "compile.json").is_file():  # a compiled example timed its first calls
+            base["compile_seconds"] = json.loads((written / "compile.json").read_text())
         try:
             summary = write_artifacts(
                 load_trace(written / layout.TRACE),
