@@ -6,6 +6,8 @@ import dataclasses
 
 import torch
 
+from attn.profiling.environment import is_gpu
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -54,6 +56,6 @@ def default_device() -> str:
 
 def default_config(device: str) -> ProfileConfig:
     """The article's shape on a GPU (8 x 16 x 1024 x 64, bf16); a 2-core-friendly one on CPU (fp32)."""
-    if torch.device(device).type == "cuda":
+    if is_gpu(device):
         return ProfileConfig(device=device, batch=8, heads=16, dtype="bfloat16")
     return ProfileConfig(device=device)

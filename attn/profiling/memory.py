@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
 from attn.profiling.trace import CPU_DEVICE_TYPE, memory_events, peak_of
 from attn.variant import Variant
@@ -21,7 +22,7 @@ def peak_forward_memory(variant: Variant, q, k, v, *, is_causal: bool) -> int:
     allocation and free with its signed size) summed in time order; the highest running total wins.
     """
     with torch.no_grad():
-        if q.device.type == "cuda":
+        if is_gpu(q.device):
             torch.cuda.synchronize(q.device)
             torch.cuda.reset_peak_memory_stats(q.device)
             before = torch.cuda.memory_allocated(q.device)

@@ -8,11 +8,12 @@ from collections.abc import Mapping
 
 import torch
 
+from attn.profiling.environment import is_gpu
 from attn.variant import Variant
 
 
 def _one_call_us(variant: Variant, q, k, v, is_causal: bool) -> float:
-    if q.device.type == "cuda":
+    if is_gpu(q.device):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         variant.forward(q, k, v, is_causal=is_causal)
