@@ -7,6 +7,7 @@ holds and what was actually observed; a claim that does not hold is a finding, n
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable
 
@@ -44,6 +45,9 @@ class Claim:
     text: str
     device_type: str  # "cpu" or "cuda": the hardware the sentence is about
     check: Check
+    # True when the verdict depends on how fast things ran (a comparison of times): checked on
+    # every committed run like the others, but a test on a tiny, noisy run cannot expect it to hold.
+    about_speed: bool = False
 
 
 # Building blocks. Each returns (holds, observed).
@@ -157,6 +161,72 @@ def launched_with(api: str) -> Check:
     return check
 
 
+# Bytes per element of the dtypes the profiler names in "Input type".
+ELEMENT_BYTES = {"double": 8, "float": 4, "c10::BFloat16": 2, "c10::Half": 2}
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
+def score_matrix_bytes(ev: Evidence) -> tuple[int, str] | None:
+    """Bytes of one score matrix (the softmax's input, from its recorded shape and dtype) and a
+    description of it; None when shapes were not recorded."""
+    for f in ev.forwards:
+        for e in f.cpu_events:
+            if e.name in SOFTMAX_OPS and e.args.get("Input Dims"):
+                dims, types = e.args["Input Dims"][0], e.args.get("Input type") or [""]
+                size = ELEMENT_BYTES.get(types[0])
+                if dims and size:
+                    return math.prod(dims) * size, f"{dims} {types[0]}"
+    return None
+
+
+def peak_in_score_matrices(expected: int) -> Check:
+    """The forward's peak memory holds `expected` score matrices at once (and less than one more)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        peak = ev.summary.get("peak_memory_bytes")
+        if peak is None:
+            return None, "memory not recorded (the trace was taken without profile_memory)"
+        found = score_matrix_bytes(ev)
+        if found is None:
+            return None, "the softmax's input shape was not recorded (record_shapes)"
+        scores, what = found
+        ratio = peak / scores
+        return (
+            math.floor(ratio) == expected,
+            f"peak {_mib(peak)} = {ratio:.2f} × one score matrix ({_mib(scores)}: {what})",
+        )
+
+    return check
+
+
+def costs_more(slow: str, fast: str) -> Check:
+    """Per forward, the events named `slow` take more CPU time (inclusive) than those named `fast`."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        n = max(len(ev.forwards), 1)
+        times = {
+            name: sum(e.dur for f in ev.forwards for e in f.cpu_events if e.name == name) / n
+            for name in (slow, fast)
+        }
+        if not times[slow] or not times[fast]:
+            missing = [name for name, t in times.items() if not t]
+            return None, f"not in the trace: {', '.join(missing)}"
+        ratio = times[slow] / times[fast]
+        return (
+            ratio > 1,
+            f"{slow} {_ms(times[slow])}, {fast} {_ms(times[fast])} per forward ({ratio:.1f}×)",
+        )
+
+    return check
+
+
 def both(*checks: Check) -> Check:
     """All checks hold; None (cannot tell) when one cannot tell and none fails."""
 
@@ -187,9 +257,27 @@ CLAIMS: dict[str, list[Claim]] = {
             op_under("aten::masked_fill", "aten::clone"),
         ),
         Claim(
+            "The clone costs more CPU time than the scale step: aten::clone copies a "
+            "[seq_q, seq_k] matrix per head, aten::mul scales q, only [seq_q, head_dim].",
+            "cpu",
+            costs_more("aten::clone", "aten::mul"),
+            about_speed=True,
+        ),
+        Claim(
+            "Peak memory is two score matrices, not three: the unmasked scores are freed as soon "
+            "as their masked copy replaces them, before the softmax writes its output.",
+            "cpu",
+            peak_in_score_matrices(2),
+        ),
+        Claim(
             "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
             "cuda",
             both(kernels_per_forward(5), memcpys("DtoD", 1)),
+        ),
+        Claim(
+            "Peak memory is two score matrices, not three (the scores and the softmax output).",
+            "cuda",
+            peak_in_score_matrices(2),
         ),
     ],
     "inplace": [
@@ -199,9 +287,20 @@ CLAIMS: dict[str, list[Claim]] = {
             both(absent("aten::clone"), only_scalar_copies),
         ),
         Claim(
+            "Peak memory is still two score matrices, as in naive: the scores and the softmax "
+            "output. Masking in place saves an allocation and a copy, not the peak.",
+            "cpu",
+            peak_in_score_matrices(2),
+        ),
+        Claim(
             "5 kernels per forward and no Memcpy.",
             "cuda",
             both(kernels_per_forward(5), memcpys("DtoD", 0)),
+        ),
+        Claim(
+            "Peak memory is still two score matrices, as in naive: the scores and the softmax output.",
+            "cuda",
+            peak_in_score_matrices(2),
         ),
     ],
     "sdpa_math": [
@@ -273,6 +372,125 @@ CLAIMS: dict[str, list[Claim]] = {
         ),
     ],
 }
+
+
+# --- claims about a hardware set's benchmark.json (rows of `python -m attn.profiling.benchmark`) ----
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkClaim:
+    """A sentence about the benchmark rows of one hardware set, and its check over those rows."""
+
+    text: str
+    device_type: str
+    check: Callable[[list[dict]], tuple[bool | None, str]]
+
+
+def _span(values: list) -> str:
+    values = sorted(set(values))
+    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
+def benchmark_shapes(rows: list[dict]) -> str:
+    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128'."""
+    sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
+    size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
+    dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
+    parts = [size] if size else []
+    return ", ".join(parts + [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"])
+
+
+def ratio_to_flash_below(variant: str, limit: float, is_causal: bool | None = None):
+    """At every benchmarked shape (of one masking, if given), variant's time ÷ sdpa_flash's < limit."""
+
+    def check(rows: list[dict]) -> tuple[bool | None, str]:
+        mine = [
+            r
+            for r in rows
+            if r.get("variant") == variant
+            and r.get("ratio_to_flash") is not None
+            and (is_causal is None or r.get("is_causal") == is_causal)
+        ]
+        if not mine:
+            return None, f"no {variant} row with a ratio to sdpa_flash in benchmark.json"
+        lo = min(mine, key=lambda r: r["ratio_to_flash"])
+        hi = max(mine, key=lambda r: r["ratio_to_flash"])
+        where = lambda r: f"seq {r['seq']}, head_dim {r['head_dim']}"  # noqa: E731
+        masking = {True: " causal", False: " non-causal", None: ""}[is_causal]
+        return hi["ratio_to_flash"] < limit, (
+            f"{lo['ratio_to_flash']:.2f}× ({where(lo)}) to {hi['ratio_to_flash']:.2f}× ({where(hi)}) "
+            f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+def slower_than(variant: str, other: str):
+    """At every shape benchmarked with both, variant takes more time than other (same run)."""
+
+    def check(rows: list[dict]) -> tuple[bool | None, str]:
+        key = lambda r: (r.get("batch"), r.get("heads"), r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+        theirs = {key(r): r["time_us"] for r in rows if r.get("variant") == other}
+        pairs = [
+            (r, r["time_us"] / theirs[key(r)])
+            for r in rows
+            if r.get("variant") == variant and theirs.get(key(r))
+        ]
+        if not pairs:
+            return None, f"no shape in benchmark.json has both {variant} and {other}"
+        lo, hi = min(x for _, x in pairs), max(x for _, x in pairs)
+        mine = [r for r, _ in pairs]
+        return lo > 1, (
+            f"{variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
+            f"{benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+BENCHMARK_CLAIMS: list[BenchmarkClaim] = [
+    BenchmarkClaim(
+        "custom_cpu takes less time than sdpa_flash (time ÷ sdpa_flash under 1) at every causal "
+        "shape benchmarked.",
+        "cpu",
+        ratio_to_flash_below("custom_cpu", 1.0, is_causal=True),
+    ),
+    BenchmarkClaim(
+        "custom_cpu stays within 1.25× of sdpa_flash's time at every shape benchmarked, causal "
+        "or not.",
+        "cpu",
+        ratio_to_flash_below("custom_cpu", 1.25),
+    ),
+    BenchmarkClaim(
+        "sdpa_math takes more time than the in-place module at every shape benchmarked.",
+        "cpu",
+        slower_than("sdpa_math", "inplace"),
+    ),
+    BenchmarkClaim(
+        "custom_cuda stays within 2× of sdpa_flash's time at every shape benchmarked.",
+        "cuda",
+        ratio_to_flash_below("custom_cuda", 2.0),
+    ),
+    BenchmarkClaim(
+        "custom_triton stays within 2× of sdpa_flash's time at every shape benchmarked.",
+        "cuda",
+        ratio_to_flash_below("custom_triton", 2.0),
+    ),
+    BenchmarkClaim(
+        "sdpa_math takes more time than the in-place module at every shape benchmarked.",
+        "cuda",
+        slower_than("sdpa_math", "inplace"),
+    ),
+]
+
+
+def evaluate_benchmark(rows: list[dict], device_type: str) -> list[dict]:
+    """Check each benchmark claim about this device type: [{"text", "holds", "observed"}]."""
+    return [
+        dict(zip(("text", "holds", "observed"), (c.text, *c.check(rows)), strict=True))
+        for c in BENCHMARK_CLAIMS
+        if c.device_type == device_type
+    ]
 
 
 def claims_for(variant: str, device_type: str | None = None) -> list[Claim]:
