@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Callable
 
-from attn.profiling.trace import Forward
+from attn.profiling.trace import Forward, top_level
 
 
 @dataclasses.dataclass
@@ -227,6 +227,54 @@ def costs_more(slow: str, fast: str) -> Check:
     return check
 
 
+END = "the end"  # where a gap is: after the range's last op, before the range itself ends
+
+
+def gaps(forward: Forward) -> dict[str, float]:
+    """Time between the range's top-level ops, keyed by where: 'after aten::x' or END."""
+    found: dict[str, float] = {}
+    previous, end = "the start", forward.range.ts
+    for e in top_level(forward):
+        where = f"after {previous}"
+        found[where] = found.get(where, 0.0) + max(e.ts - end, 0.0)
+        previous, end = e.name, e.end
+    found[END] = found.get(END, 0.0) + max(forward.range.end - end, 0.0)
+    return found
+
+
+def longest_gaps(*where: str, alone: bool = False) -> Check:
+    """In every forward the longest gaps between ops are at `where` (and, with alone, every other
+    gap is under a tenth of the shortest of them)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if not ev.forwards:
+            return None, "no forward recorded"
+        holds = True
+        for f in ev.forwards:
+            ranked = sorted(gaps(f).items(), key=lambda kv: -kv[1])
+            top, rest = ranked[: len(where)], ranked[len(where) :]
+            holds &= {w for w, _ in top} == set(where)
+            if alone and rest and top:
+                holds &= rest[0][1] < 0.1 * top[-1][1]
+        n = len(ev.forwards)
+        mean: dict[str, float] = {}
+        for f in ev.forwards:
+            for w, t in gaps(f).items():
+                mean[w] = mean.get(w, 0.0) + t / n
+        ranked = sorted(mean.items(), key=lambda kv: -kv[1])
+        self_us = sum(mean.values())
+        total = sum(f.range.dur for f in ev.forwards) / n
+        shown = ", ".join(
+            f"{_ms(t)} {'at the end' if w == END else w}" for w, t in ranked[: len(where) + 1]
+        )
+        return holds, (
+            f"{_ms(self_us)} per forward in no op ({self_us / total:.0%} of attn_fwd); "
+            f"longest gaps: {shown}"
+        )
+
+    return check
+
+
 def both(*checks: Check) -> Check:
     """All checks hold; None (cannot tell) when one cannot tell and none fails."""
 
@@ -270,6 +318,23 @@ CLAIMS: dict[str, list[Claim]] = {
             peak_in_score_matrices(2),
         ),
         Claim(
+            "Under aten::matmul: aten::expand and aten::reshape, which only make views, and "
+            "aten::bmm, which multiplies.",
+            "cpu",
+            both(
+                op_under("aten::matmul", "aten::expand"),
+                op_under("aten::matmul", "aten::reshape"),
+                op_under("aten::matmul", "aten::bmm"),
+            ),
+        ),
+        Claim(
+            "The two longest gaps between ops inside attn_fwd come after aten::masked_fill and at "
+            "its end: where score-sized tensors are freed, which takes time but is no op.",
+            "cpu",
+            longest_gaps("after aten::masked_fill", END),
+            about_speed=True,
+        ),
+        Claim(
             "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
             "cuda",
             both(kernels_per_forward(5), memcpys("DtoD", 1)),
@@ -291,6 +356,13 @@ CLAIMS: dict[str, list[Claim]] = {
             "output. Masking in place saves an allocation and a copy, not the peak.",
             "cpu",
             peak_in_score_matrices(2),
+        ),
+        Claim(
+            "The one long gap between ops inside attn_fwd is at its end, where the scores and the "
+            "softmax output are freed: masking in place frees nothing.",
+            "cpu",
+            longest_gaps(END, alone=True),
+            about_speed=True,
         ),
         Claim(
             "5 kernels per forward and no Memcpy.",
