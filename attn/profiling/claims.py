@@ -45,9 +45,10 @@ class Claim:
     text: str
     device_type: str  # "cpu" or "cuda": the hardware the sentence is about
     check: Check
-    # True when the verdict depends on how fast things ran (a comparison of times): checked on
-    # every committed run like the others, but a test on a tiny, noisy run cannot expect it to hold.
-    about_speed: bool = False
+    # True when the verdict needs a run large enough for the score matrix to dominate (times, gaps
+    # between ops, fixed-size tile buffers): checked on every run like any claim, but a test's tiny
+    # run cannot be expected to show it.
+    at_scale: bool = False
 
 
 # Building blocks. Each returns (holds, observed).
@@ -173,17 +174,84 @@ def _ms(us: float) -> str:
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
 
 
-def score_matrix_bytes(ev: Evidence) -> tuple[int, str] | None:
-    """Bytes of one score matrix (the softmax's input, from its recorded shape and dtype) and a
-    description of it; None when shapes were not recorded."""
-    for f in ev.forwards:
-        for e in f.cpu_events:
-            if e.name in SOFTMAX_OPS and e.args.get("Input Dims"):
-                dims, types = e.args["Input Dims"][0], e.args.get("Input type") or [""]
-                size = ELEMENT_BYTES.get(types[0])
-                if dims and size:
-                    return math.prod(dims) * size, f"{dims} {types[0]}"
+def score_shape(ev: Evidence) -> tuple[list[int], str] | None:
+    """The [batch, heads, seq_q, seq_k] shape of the score matrix and its dtype's name, from the
+    recorded input shapes: the softmax's input, else q and k of the first op given both (a fused
+    op). None when shapes were not recorded."""
+    events = [e for f in ev.forwards for e in f.cpu_events if e.args.get("Input Dims")]
+    for e in events:
+        if e.name in SOFTMAX_OPS and len(e.args["Input Dims"][0]) == 4:
+            return list(e.args["Input Dims"][0]), (e.args.get("Input type") or [""])[0]
+    for e in events:
+        dims = e.args["Input Dims"]
+        if len(dims) >= 2 and len(dims[0]) == len(dims[1]) == 4 and dims[0][3] == dims[1][3]:
+            (b, h, seq_q, _), seq_k = dims[0], dims[1][2]
+            return [b, h, seq_q, seq_k], (e.args.get("Input type") or [""])[0]
     return None
+
+
+def score_matrix_bytes(ev: Evidence) -> tuple[int, str] | None:
+    """Bytes of one score matrix and a description of it; None when shapes were not recorded."""
+    found = score_shape(ev)
+    if found is None or found[1] not in ELEMENT_BYTES:
+        return None
+    dims, dtype = found
+    return math.prod(dims) * ELEMENT_BYTES[dtype], f"{dims} {dtype}"
+
+
+def on_scores(*names: str) -> Check:
+    """Each op named takes the [batch, heads, seq_q, seq_k] scores as its first input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_shape(ev)
+        if found is None:
+            return None, "input shapes not recorded (the trace was taken without record_shapes)"
+        shapes = {
+            name: [e.args["Input Dims"][0] for f in ev.forwards for e in f.cpu_events
+                   if e.name == name and e.args.get("Input Dims")]
+            for name in names
+        }  # fmt: skip
+        missing = [n for n, dims in shapes.items() if found[0] not in dims]
+        seen = "; ".join(f"{n} on {dims[0] if dims else 'nothing'}" for n, dims in shapes.items())
+        return not missing, seen
+
+    return check
+
+
+def never_on_scores(name: str) -> Check:
+    """Ops named `name` run, and none takes the [batch, heads, seq_q, seq_k] scores as input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_shape(ev)
+        if found is None:
+            return None, "input shapes not recorded (the trace was taken without record_shapes)"
+        dims = [
+            e.args["Input Dims"][0]
+            for f in ev.forwards
+            for e in f.cpu_events
+            if e.name == name and e.args.get("Input Dims")
+        ]
+        shown = ", ".join(str(d) for d in dict.fromkeys(map(tuple, dims))) or "none"
+        return bool(dims) and found[0] not in dims, f"{name} inputs: {shown}".replace(
+            "(", "["
+        ).replace(")", "]")
+
+    return check
+
+
+def peak_under_one_score_matrix(ev: Evidence) -> tuple[bool | None, str]:
+    """The forward's peak memory is less than one score matrix: the scores are never allocated."""
+    peak = ev.summary.get("peak_memory_bytes")
+    if peak is None:
+        return None, "memory not recorded (the trace was taken without profile_memory)"
+    found = score_matrix_bytes(ev)
+    if found is None:
+        return None, "input shapes not recorded (the trace was taken without record_shapes)"
+    scores, what = found
+    return (
+        peak < scores,
+        f"peak {_mib(peak)} = {peak / scores:.2f} × one score matrix ({_mib(scores)}: {what})",
+    )
 
 
 def peak_in_score_matrices(expected: int) -> Check:
@@ -309,7 +377,7 @@ CLAIMS: dict[str, list[Claim]] = {
             "[seq_q, seq_k] matrix per head, aten::mul scales q, only [seq_q, head_dim].",
             "cpu",
             costs_more("aten::clone", "aten::mul"),
-            about_speed=True,
+            at_scale=True,
         ),
         Claim(
             "Peak memory is two score matrices, not three: the unmasked scores are freed as soon "
@@ -332,7 +400,7 @@ CLAIMS: dict[str, list[Claim]] = {
             "its end: where score-sized tensors are freed, which takes time but is no op.",
             "cpu",
             longest_gaps("after aten::masked_fill", END),
-            about_speed=True,
+            at_scale=True,
         ),
         Claim(
             "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
@@ -362,7 +430,7 @@ CLAIMS: dict[str, list[Claim]] = {
             "softmax output are freed: masking in place frees nothing.",
             "cpu",
             longest_gaps(END, alone=True),
-            about_speed=True,
+            at_scale=True,
         ),
         Claim(
             "5 kernels per forward and no Memcpy.",
@@ -387,6 +455,18 @@ CLAIMS: dict[str, list[Claim]] = {
             present("aten::ones", "aten::tril", "aten::where"),
         ),
         Claim(
+            "Scales q and k before the product, never the scores: no aten::mul takes a "
+            "[seq_q, seq_k] input.",
+            "cpu",
+            never_on_scores("aten::mul"),
+        ),
+        Claim(
+            "Makes extra full passes over the [seq_q, seq_k] scores: aten::add_ adds the mask, "
+            "aten::isneginf and aten::all look for fully masked rows.",
+            "cpu",
+            on_scores("aten::add_", "aten::isneginf", "aten::all"),
+        ),
+        Claim(
             "10 or more kernels per forward, the mask rebuilt by a tril kernel.",
             "cuda",
             both(at_least_kernels(10), kernel_matching("tril")),
@@ -404,6 +484,13 @@ CLAIMS: dict[str, list[Claim]] = {
             f"One fused op, {FUSED_CPU}, and no separate softmax.",
             "cpu",
             both(present(FUSED_CPU), absent(*SOFTMAX_OPS)),
+        ),
+        Claim(
+            "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
+            "allocated.",
+            "cpu",
+            peak_under_one_score_matrix,
+            at_scale=True,
         ),
         Claim(
             "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
@@ -427,6 +514,13 @@ CLAIMS: dict[str, list[Claim]] = {
             "One op from our library: attn::flash_attention_forward, and no separate softmax.",
             "cpu",
             both(present("attn::flash_attention_forward"), absent(*SOFTMAX_OPS, "aten::bmm")),
+        ),
+        Claim(
+            "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
+            "allocated.",
+            "cpu",
+            peak_under_one_score_matrix,
+            at_scale=True,
         ),
     ],
     "custom_cuda": [
