@@ -60,6 +60,8 @@ def test_cpu_claims_fail_on_the_wrong_trace(cpu_evidence):
     assert evaluate("naive", "cpu", cpu_evidence["inplace"])[0]["holds"] is False
     speed = evaluate("naive", "cpu", cpu_evidence["inplace"])[1]  # no clone: nothing to time
     assert speed["holds"] is None and "aten::clone" in speed["observed"]
+    copies = evaluate("naive", "cpu", cpu_evidence["inplace"])[5]  # only the scalar copy is left
+    assert copies["holds"] is False and copies["observed"] == "aten::copy_ of []; under aten::mul"
     assert not all(r["holds"] for r in evaluate("sdpa_flash", "cpu", cpu_evidence["sdpa_math"]))
 
 

@@ -91,6 +91,26 @@ def only_scalar_copies(ev: Evidence) -> tuple[bool | None, str]:
     return True, f"{per_fwd} aten::copy_ per forward, each of a 0-dim tensor"
 
 
+def copies_of_scores_and_scalar(ev: Evidence) -> tuple[bool | None, str]:
+    """aten::copy_ runs twice over: on the scores (under aten::clone) and on a 0-dim scalar (under
+    aten::mul, the Python float converted to a tensor)."""
+    found = score_shape(ev)
+    copies = [e for f in ev.forwards for e in f.cpu_events if e.name == "aten::copy_"]
+    if found is None or any("Input Dims" not in e.args for e in copies):
+        return None, "input shapes not recorded (the trace was taken without record_shapes)"
+    shapes = {json_shape(e.args["Input Dims"][0]) for e in copies}
+    parents = {name for name in ("aten::clone", "aten::mul") if "aten::copy_" in ev.under(name)}
+    holds = {json_shape(found[0]), "[]"} <= shapes and parents == {"aten::clone", "aten::mul"}
+    return holds, (
+        f"aten::copy_ of {' and of '.join(sorted(shapes, key=len, reverse=True))}; "
+        f"under {', '.join(sorted(parents)) or 'neither aten::clone nor aten::mul'}"
+    )
+
+
+def json_shape(dims: list) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
 def kernels_per_forward(expected: int) -> Check:
     """Exactly `expected` kernels per forward (memcpys and memsets are counted apart)."""
 
@@ -401,6 +421,12 @@ CLAIMS: dict[str, list[Claim]] = {
             "cpu",
             longest_gaps("after aten::masked_fill", END),
             at_scale=True,
+        ),
+        Claim(
+            "The one aten::copy_ row of the table adds up two different copies: the scores, under "
+            "aten::clone, and a 0-dim scalar, the scale, under aten::mul.",
+            "cpu",
+            copies_of_scores_and_scalar,
         ),
         Claim(
             "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
