@@ -221,7 +221,7 @@ def test_check_marker_says_which_claims_no_set_has_checked(profiles):
     (profiles / "nvidia-h200" / "naive").rename(profiles / "naive-gone")
     layout.write_manifest(profiles / "nvidia-h200")
     out = hook.expand("<!-- profile-check: naive -->\n", "naive.md", profiles, KNOWN)
-    assert '!!! note "Not checked yet"' in out
+    assert '!!! note "Not checked yet: naive"' in out
     assert "- On a GPU: 5 kernels per forward, plus one device-to-device Memcpy" in out
 
 
@@ -277,7 +277,7 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
     marker = f"<!-- profile-claim: benchmark {index} -->\n"
     before = hook.expand(marker, "custom-kernels.md", profiles, KNOWN)
     assert before.startswith('\n!!! note "custom_cpu takes less time than sdpa_flash')
-    assert "Not measured yet: no profile set here has a benchmark on cpu." in before
+    assert "Not measured yet: no profile set here has a benchmark on a CPU." in before
     add_benchmark(profiles / "cpu", BENCH)
     hook._state["sets"] = None
     after = hook.expand(marker, "custom-kernels.md", profiles, KNOWN)

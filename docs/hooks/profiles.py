@@ -314,7 +314,7 @@ def render_check(name: str, root: Path, src_uri: str) -> str:
     body = _tabs(tabs) if tabs else ""
     if waiting:
         body += (
-            '\n!!! note "Not checked yet"\n\n    No profile set here has run these; each run on such '
+            f'\n!!! note "Not checked yet: {name}"\n\n    No profile set here has run these; each run on such '
             "hardware checks them:\n\n" + textwrap.indent("\n".join(waiting), "    ") + "\n"
         )
     return body or _not_profiled(f"`{name}`", src_uri)
@@ -383,7 +383,7 @@ def render_benchmark_claim(index: int, root: Path, src_uri: str) -> str:
             continue
         holds, observed = claim.check(_read_json(hw["folder"] / "benchmark.json", list))
         results.append((holds, hw["title"], observed))
-    where = DEVICE_WORDS[claim.device_type].lower()
+    where = {"cpu": "on a CPU", "cuda": "on a GPU"}[claim.device_type]
     return _claim_box(
         claim.text,
         results,
