@@ -383,5 +383,5 @@ def test_figure_marker_shows_the_picture_and_rejects_unknown_figures(profiles):
 def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     add_benchmark(profiles / "cpu", BENCH)
     out = hook.expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles, KNOWN)
-    assert "| `custom_cpu` | 1 × 8 | 512 | 64 | yes | 150.0 µs | 0.1 | 0.75 |" in out
+    assert "| `custom_cpu` | 0.75 | 1 × 8 | 512 | 64 | yes | 150.0 µs | 0.1 |" in out
     assert "`inplace` |" not in out  # only our kernels get a ratio row
