@@ -491,6 +491,7 @@ def test_open_here_shows_the_trace_in_the_published_viewer(built_site, site_url,
         link.click()
     viewer = opened.value
     viewer.set_default_timeout(90_000)  # parsing the 2.6 MB viewer takes a while on two cores
+    viewer.wait_for_function("window.traceViewer !== undefined")  # its script has run
     facts = viewer.evaluate("window.traceViewer.opened")
     assert facts["range"]["name"] == "attn_fwd" and facts["range"]["count"] == 3, facts
     assert viewer.locator("#status").is_hidden(), viewer.locator("#status").inner_text()
