@@ -62,6 +62,8 @@ def test_cpu_claims_fail_on_the_wrong_trace(cpu_evidence):
     assert speed["holds"] is None and "aten::clone" in speed["observed"]
     copies = evaluate("naive", "cpu", cpu_evidence["inplace"])[5]  # only the scalar copy is left
     assert copies["holds"] is False and copies["observed"] == "aten::copy_ of []; under aten::mul"
+    order = evaluate("naive", "cpu", cpu_evidence["inplace"])[6]  # masked_fill_, not masked_fill
+    assert order["holds"] is False and "aten::masked_fill_ → aten::softmax" in order["observed"]
     assert not all(r["holds"] for r in evaluate("sdpa_flash", "cpu", cpu_evidence["sdpa_math"]))
 
 

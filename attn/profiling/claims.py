@@ -111,6 +111,20 @@ def json_shape(dims: list) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
 
 
+def top_level_ops(*names: str) -> Check:
+    """Every forward's own ops (those directly under the range) are exactly these, in this order."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if not ev.forwards:
+            return None, "no forward recorded"
+        seen = [[e.name for e in top_level(f)] for f in ev.forwards]
+        holds = all(ops == list(names) for ops in seen)
+        odd = next((ops for ops in seen if ops != list(names)), seen[0])
+        return holds, " → ".join(odd) or "no ops"
+
+    return check
+
+
 def kernels_per_forward(expected: int) -> Check:
     """Exactly `expected` kernels per forward (memcpys and memsets are counted apart)."""
 
@@ -427,6 +441,19 @@ CLAIMS: dict[str, list[Claim]] = {
             "aten::clone, and a 0-dim scalar, the scale, under aten::mul.",
             "cpu",
             copies_of_scores_and_scalar,
+        ),
+        Claim(
+            "The forward's own ops follow the code: aten::mul (q by the scale), aten::transpose "
+            "(of k), aten::matmul, aten::masked_fill, aten::softmax, aten::matmul.",
+            "cpu",
+            top_level_ops(
+                "aten::mul",
+                "aten::transpose",
+                "aten::matmul",
+                "aten::masked_fill",
+                "aten::softmax",
+                "aten::matmul",
+            ),
         ),
         Claim(
             "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
