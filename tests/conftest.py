@@ -60,6 +60,10 @@ def built_site(tmp_path_factory):
         env = json.loads(env_path.read_text()) if env_path.exists() else {}
         env.update(device_type="cuda", device_name=FAKE_GPU_NAME, hardware=FAKE_GPU_SLUG)
         env_path.write_text(json.dumps(env))
+        index_path = fake / "index.json"  # the manifest names the set's device too
+        index = json.loads(index_path.read_text())
+        index.update(device_type="cuda", device_name=FAKE_GPU_NAME, hardware=FAKE_GPU_SLUG)
+        index_path.write_text(json.dumps(index))
     site = work / "site"
     env = {**os.environ, "ATTN_PROFILES_DIR": str(profiles), "NO_MKDOCS_2_WARNING": "1"}
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]

@@ -1,8 +1,10 @@
-"""The built site in a real browser: pages load cleanly, tabs switch, search works, timelines zoom,
-and "Open in Perfetto" hands the trace over with Perfetto's postMessage handshake.
+"""The built site in a real browser: every page loads cleanly at a desktop and a phone width, text
+and buttons are readable in both palettes, tables and pictures fit, tabs switch, search highlights,
+timelines zoom, "Open in Perfetto" hands the trace over with Perfetto's postMessage handshake, and
+"Open here" shows it in the viewer published with the site.
 
 Uses Debian's chromium (never a browser Playwright downloads) on the site served from localhost.
-Screenshots land in test-artifacts/browser/ (gitignored).
+Screenshots land in test-artifacts/browser/ (gitignored): PAGE-1280.png and PAGE-390.png.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import FAKE_GPU_NAME
@@ -140,10 +142,13 @@ class Problems:
             self.errors.append(f"HTTP {response.status} for {response.url}")
 
 
-@pytest.fixture
-def context(browser):
-    """A fresh browser context where every request off localhost is refused (and recorded)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+DESKTOP, PHONE = 1280, 390
+
+
+def new_context(browser, width: int = DESKTOP, scheme: str = "light"):
+    """A browser context at that width and palette where every request off localhost is refused
+    (and recorded)."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
     context.set_default_timeout(TIMEOUT_MS)
     problems = Problems()
 
@@ -156,6 +161,12 @@ def context(browser):
 
     context.route("**/*", route)
     context.problems = problems
+    return context
+
+
+@pytest.fixture
+def context(browser):
+    context = new_context(browser)
     yield context
     context.close()
 
@@ -168,10 +179,12 @@ def page(context):
 
 
 def pages_of(site: Path) -> list[str]:
-    """Every page of the site as a URL path ('', 'naive/', ...), the 404 page left out."""
+    """Every page of the site as a URL path ('', 'naive/', ...): the 404 page and the published
+    trace viewer (a tool the pages open, not a page) left out."""
     return sorted(
         "" if p.parent == site else p.parent.relative_to(site).as_posix() + "/"
         for p in site.rglob("index.html")
+        if p.parent.relative_to(site).parts[:1] != ("trace-viewer",)
     )
 
 
@@ -189,34 +202,181 @@ IMAGE_SIZES = """async () => Promise.all([...document.querySelectorAll("article 
 }))"""
 
 
-def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_url, context):
+# Table cells whose code wraps onto a second line (an identifier broken in the middle).
+WRAPPED_CODE = """() => [...document.querySelectorAll("article table code")]
+  .filter((code) => code.getClientRects().length > 1)
+  .map((code) => code.textContent)"""
+
+# trace-viewer.js has asked whether the viewer is published, and had its answer.
+SETTLED = "document.documentElement.hasAttribute('data-trace-viewer')"
+
+
+def open_settled(context, url: str):
+    page = context.new_page()
+    context.problems.watch(page)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function(SETTLED)
+    return page
+
+
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_url, browser, width):
     urls = pages_of(built_site)
     assert len(urls) >= 5, urls
+    context = new_context(browser, width)
     images = 0
-    for path in urls:
-        page = context.new_page()
-        context.problems.watch(page)
-        page.goto(site_url + path, wait_until="load")
-        page.wait_for_load_state("networkidle")
-        assert page.locator("article h1").count() >= 1, f"/{path}: no heading: did it render?"
-        sizes = page.evaluate(IMAGE_SIZES)
-        empty = [src for src, w, h in sizes if not (w and h)]
-        assert not empty, f"/{path}: images with no natural size: {empty}"
-        images += len(sizes)
-        shot(page, (path.strip("/") or "index").replace("/", "-"))
-        page.close()
-        assert not context.problems.errors, f"/{path}:\n" + "\n".join(context.problems.errors)
+    try:
+        for path in urls:
+            page = open_settled(context, site_url + path)
+            assert page.locator("article h1").count() >= 1, f"/{path}: no heading: did it render?"
+            sizes = page.evaluate(IMAGE_SIZES)
+            empty = [src for src, w, h in sizes if not (w and h)]
+            assert not empty, f"/{path}: images with no natural size: {empty}"
+            images += len(sizes)
+            if width == DESKTOP:
+                wrapped = page.evaluate(WRAPPED_CODE)
+                assert not wrapped, f"/{path}: table code broken across lines: {wrapped}"
+            shot(page, f"{(path.strip('/') or 'index').replace('/', '-')}-{width}", full_page=True)
+            page.close()
+            assert not context.problems.errors, f"/{path}:\n" + "\n".join(context.problems.errors)
+    finally:
+        context.close()
     assert images > 0, "no page had an image"
+
+
+# --- readable -------------------------------------------------------------------------------------
+
+# WCAG contrast of each matching, visible element's text against what is painted behind it: its own
+# background or its ancestors', composited, over white.
+CONTRAST = """(selector) => {
+  const parse = (c) => {
+    const m = c.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+  };
+  const over = (top, under) => ({
+    r: top.r * top.a + under.r * (1 - top.a),
+    g: top.g * top.a + under.g * (1 - top.a),
+    b: top.b * top.a + under.b * (1 - top.a),
+    a: 1,
+  });
+  const behind = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
+    }
+    return layers.reverse().reduce((under, top) => over(top, under), { r: 255, g: 255, b: 255, a: 1 });
+  };
+  const lum = (c) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b);
+  };
+  return [...document.querySelectorAll(selector)]
+    .filter((el) => el.getClientRects().length && el.textContent.trim()
+      && getComputedStyle(el).visibility !== "hidden" && getComputedStyle(el).opacity !== "0")
+    .map((el) => {
+      const bg = behind(el);
+      const fg = over(parse(getComputedStyle(el).color), bg);
+      const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+      return [el.textContent.trim().slice(0, 40), Math.round(((hi + 0.05) / (lo + 0.05)) * 100) / 100];
+    });
+}"""
+
+READABLE = {
+    "body text": "article p, article li",
+    "links": "article a:not(.md-button):not(.headerlink)",
+    "buttons": "article .md-button",
+}
+
+
+def contrast(page, selector: str) -> list[tuple[str, float]]:
+    return page.evaluate(CONTRAST, selector)
+
+
+def test_the_contrast_check_finds_low_contrast(site_url, page):
+    page.goto(site_url + "naive/")
+    page.evaluate("document.querySelector('article p').style.color = '#bbbbbb'")
+    first = contrast(page, "article p")[0]
+    assert first[1] < 2.5, first  # light grey on white
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_links_and_buttons_are_readable_in_both_palettes(browser, site_url, scheme):
+    context = new_context(browser, DESKTOP, scheme)
+    try:
+        for path in ("", "naive/", "custom-kernels/"):
+            page = open_settled(context, site_url + path)
+            slate = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+            assert slate == ("slate" if scheme == "dark" else "default"), "palette not applied"
+            for what, selector in READABLE.items():
+                found = contrast(page, selector)
+                assert found or what == "buttons", f"/{path}: nothing matched {selector}"
+                low = [(text, ratio) for text, ratio in found if ratio < 4.5]
+                assert not low, f"/{path} ({scheme}): {what} below 4.5:1: {low[:5]}"
+            if path == "naive/":
+                buttons = dict(contrast(page, "[data-perfetto-trace]"))
+                assert buttons.get("Open in Perfetto", 0) >= 4.5, buttons
+            page.close()
+    finally:
+        context.close()
+
+
+def test_timelines_fill_the_column_on_a_desktop_and_scroll_on_a_phone(browser, site_url):
+    measure = """() => {
+      const img = [...document.querySelectorAll("article img[src$='timeline.svg']")]
+        .find((i) => i.getClientRects().length);
+      const box = img.closest("p");
+      return { shown: img.getBoundingClientRect().width, natural: img.naturalWidth,
+               column: box.clientWidth, scrolls: box.scrollWidth > box.clientWidth };
+    }"""
+    for width in (DESKTOP, PHONE):
+        context = new_context(browser, width)
+        try:
+            page = open_settled(context, site_url + "naive/")
+            page.evaluate(
+                "document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')"
+            )
+            page.wait_for_function(
+                "[...document.querySelectorAll(\"article img[src$='timeline.svg']\")].some(i => i.complete && i.naturalWidth)"
+            )
+            m = page.evaluate(measure)
+            text_px = 8.5 * 96 / 72 * m["shown"] / m["natural"]  # the timeline's 8.5 pt labels
+            if width == DESKTOP:
+                assert abs(m["shown"] - m["column"]) <= 1 and not m["scrolls"], m
+                assert text_px >= 11, f"timeline text is {text_px:.1f} px on a desktop"
+            else:
+                assert m["scrolls"] and m["shown"] > width, m  # wider than the phone: it scrolls
+                assert text_px >= 10, f"timeline text is {text_px:.1f} px on a phone"
+        finally:
+            context.close()
+
+
+def test_every_viewer_screenshot_is_a_picture_of_something(built_site):
+    from PIL import Image, ImageStat
+
+    pngs = sorted(built_site.glob("profiles/*/*/viewer.png"))
+    assert pngs, "no viewer.png was published"
+    for png in pngs:
+        with Image.open(png) as image:
+            assert image.format == "PNG" and image.width >= 640 and image.height >= 360, png
+            grey = image.convert("L")
+            colours = len(image.convert("RGB").getcolors(maxcolors=1 << 16) or range(1 << 16))
+            assert ImageStat.Stat(grey).stddev[0] > 10 and colours > 16, f"{png} looks blank"
 
 
 def test_hardware_tabs_switch(site_url, page):
     page.goto(site_url + "naive/")
     tabs = page.locator(".tabbed-set").filter(has=page.locator("img[src*='timeline.svg']")).first
+    tabs.scroll_into_view_if_needed()  # the pictures load lazily, when near the screen
     labels = tabs.locator(".tabbed-labels label")
     assert labels.all_inner_texts() == [FAKE_GPU_NAME, "CPU"]
     gpu = tabs.locator(".tabbed-block").nth(0).locator("img[src*='timeline.svg']")
     cpu = tabs.locator(".tabbed-block").nth(1).locator("img[src*='timeline.svg']")
-    assert gpu.is_visible() and not cpu.is_visible()
+    gpu.wait_for(state="visible")
+    assert not cpu.is_visible()
     labels.nth(1).click()
     cpu.wait_for(state="visible")
     assert not gpu.is_visible()
@@ -233,6 +393,13 @@ def test_search_finds_memcpy(site_url, page):
     hits = page.locator(".md-search-result__item", has_text=re.compile("memcpy", re.IGNORECASE))
     hits.first.wait_for(state="visible")
     assert search.input_value() == "Memcpy"
+    links = page.evaluate(
+        "[...document.querySelectorAll('.md-search-result a[href]')].map(a => a.href)"
+    )
+    highlights = [parse_qs(urlsplit(url).query).get("h", [""])[0] for url in links]
+    assert links and all(h == "memcpy" for h in highlights), list(
+        zip(links, highlights, strict=True)
+    )
     shot(page, "search-memcpy")
 
 
@@ -309,3 +476,27 @@ def test_perfetto_button_explains_a_page_opened_from_a_file(built_site, context)
     button.click()
     assert len(context.pages) == before, "no Perfetto window from a file:// page"
     assert "opened from a file" in status.inner_text()
+
+
+def test_open_here_shows_the_trace_in_the_published_viewer(built_site, site_url, context):
+    if not (built_site / "trace-viewer" / "index.html").is_file():
+        pytest.skip("the trace viewer was not fetched here (python -m attn.profiling.viewer fetch)")
+    page = open_settled(context, site_url + "naive/")
+    assert page.evaluate("document.documentElement.getAttribute('data-trace-viewer')") == "ready"
+    link = page.locator("a[data-trace-viewer]:visible").first
+    assert link.inner_text().strip() == "Open here"
+    assert "trace-viewer/index.html?trace=" in link.get_attribute("href")
+    link.scroll_into_view_if_needed()
+    with context.expect_page() as opened:
+        link.click()
+    viewer = opened.value
+    viewer.set_default_timeout(90_000)  # parsing the 2.6 MB viewer takes a while on two cores
+    viewer.wait_for_function("window.traceViewer !== undefined")  # its script has run
+    facts = viewer.evaluate("window.traceViewer.opened")
+    assert facts["range"]["name"] == "attn_fwd" and facts["range"]["count"] == 3, facts
+    assert viewer.locator("#status").is_hidden(), viewer.locator("#status").inner_text()
+    tracks = viewer.evaluate("window.traceViewer.ready.then(v => v.model.getAllThreads().length)")
+    assert tracks >= 1
+    viewer.wait_for_timeout(300)
+    shot(viewer, "naive-open-here")
+    assert not context.problems.errors, "\n".join(context.problems.errors)

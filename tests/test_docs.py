@@ -1,24 +1,22 @@
-"""The docs: no silently skipped code, includes that resolve, known markers, a strict build."""
+"""The docs: no silently skipped code, includes that resolve, known markers, guesses that ask and
+checks that answer, a strict build, a repository link only when one is configured."""
 
 from __future__ import annotations
 
 import html
 import importlib.util
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").rglob("*.md")) + [p for p in [ROOT / "README.md"] if p.exists()]
-PAGES = {"naive": "def forward(self, q, k, v, is_causal=True):",
-         "inplace": "scores.mul_(scale)  # 2. scale, in place",
-         "sdpa": "def _attention(self, q, k, v, *, is_causal):"}  # fmt: skip
+PAGES = {"naive": "scores = scores.masked_fill(mask, float(\"-inf\"))",
+         "inplace": "scores.masked_fill_(mask, float(\"-inf\"))",
+         "sdpa": "with sdpa_kernel(BACKENDS[self.backend]):",
+         "custom-kernels": "return load_ops().flash_attention_forward(q, k, v, is_causal, scale)"}  # fmt: skip
 
 # pytest-codeblocks runs fences whose info string is exactly `python`, `sh` or `bash`, and silently
 # ignores everything else. These look like Python (or run a shell) and need an explicit decision.
@@ -91,10 +89,15 @@ def test_no_python_block_is_skipped_silently(path):
     assert fence_problems(path.read_text(encoding="utf-8")) == []
 
 
+def mkdocs_yml() -> dict:
+    """mkdocs.yml as MkDocs reads it (its only tags are !ENV, resolved from the environment)."""
+    from mkdocs.utils.yaml import yaml_load
+
+    return yaml_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+
+
 def snippets_config() -> dict:
-    config = yaml.safe_load(
-        (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    )  # plain YAML, no tags
+    config = mkdocs_yml()
     for ext in config["markdown_extensions"]:
         if isinstance(ext, dict) and "pymdownx.snippets" in ext:
             return ext["pymdownx.snippets"]
@@ -138,6 +141,9 @@ def test_every_marker_names_a_known_variant():
                 assert names and set(names) <= set(hook.FIGURES), f"{path}: {m[0]}"
                 continue
             assert m["kind"] in ("-env", "-glance") or names, f"{path}: {m[0]} names no variant"
+            if m["kind"] == "-claim":  # VARIANT N, or benchmark N
+                assert len(names) == 2 and names[1].isdigit(), f"{path.name}: {m[0]}"
+                names = [] if names[0] == "benchmark" else names[:1]
             unknown = [n for n in names if n not in known]
             assert not unknown, f"{path.name}: {m[0]} names unknown variants {unknown}"
             used.update(names)
@@ -145,15 +151,10 @@ def test_every_marker_names_a_known_variant():
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """The site as `nox -s docs` builds it: strict, from the committed profiles/."""
-    out = tmp_path_factory.mktemp("site")
-    env = {k: v for k, v in os.environ.items() if k != "ATTN_PROFILES_DIR"}
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)]
-    run = subprocess.run(cmd, cwd=ROOT, env={**env, "NO_MKDOCS_2_WARNING": "1"},
-                         capture_output=True, text=True)  # fmt: skip
-    assert run.returncode == 0, f"mkdocs build --strict failed:\n{run.stderr}"
-    return out
+def site(built_site) -> Path:
+    """The strict build of the committed profiles/ (plus a fake GPU set) that the site and browser
+    tests share: one build for all of them keeps the suite quick on two cores."""
+    return built_site
 
 
 def page_text(site: Path, page: str) -> tuple[str, str]:
@@ -184,7 +185,7 @@ def test_built_pages_show_the_cpu_profile(site, page):
     if not (ROOT / "profiles/cpu/environment.json").exists():
         pytest.skip("no profiles/cpu/ in this checkout yet")
     raw, _ = page_text(site, page)
-    assert re.search(r"<td><code>aten::", raw), f"{page}: no profiler table"
+    assert re.search(r"<td><code>(aten|attn)::", raw), f"{page}: no profiler table"
     assert re.search(r'<img [^>]*src="\.\./profiles/cpu/[^"]+/timeline\.svg"', raw), (
         f"{page}: no timeline"
     )
@@ -205,4 +206,125 @@ def test_at_a_glance_lists_every_variant_available_on_cpu(site):
         row = re.search(rf"<tr>\s*<td><code>{name}</code></td>(.*?)</tr>", raw, re.S)
         assert row and re.search(r"\d+\.\d+ ms", row[1]), f"no row with a time for {name}"
     assert re.search(r'<img [^>]*src="\.\./profiles/cpu/overview\.svg"', raw)
-    assert re.search(r'<img [^>]*src="\.\./profiles/cpu/scaling\.svg"', raw)
+    figures = json.loads((ROOT / "profiles/cpu/index.json").read_text())["figures"]
+    scaling = re.search(r'<img [^>]*src="\.\./profiles/cpu/scaling\.svg"', raw)
+    assert bool(scaling) == ("scaling" in figures), "the scaling figure is shown when it exists"
+
+
+# --- guess first, then look -----------------------------------------------------------------------
+
+QUESTION_BOX = re.compile(r'^!!! question "(?P<title>[^"]*)"\n(?P<body>(?:\n|    .*\n)+)', re.M)
+
+
+def guess_boxes(text: str) -> list[re.Match]:
+    return list(QUESTION_BOX.finditer(text))
+
+
+def box_items(body: str) -> list[str]:
+    """The list items of an admonition's body, each with its continuation lines joined."""
+    items: list[str] = []
+    for line in body.splitlines():
+        if line.strip().startswith("- "):
+            items.append(line.strip()[2:])
+        elif line.strip():
+            items[-1:] = [(items[-1] + " " if items else "") + line.strip()]
+    return items
+
+
+def test_guess_boxes_ask_and_do_not_answer():
+    problems = []
+    for path in DOCS:
+        for box in guess_boxes(path.read_text(encoding="utf-8")):
+            items = box_items(box["body"])
+            if not items:
+                problems.append(f"{path.name}: the guess box {box['title']!r} asks nothing")
+            problems += [
+                f"{path.name}: {item!r} is not a question"
+                for item in items
+                if not item.endswith("?")
+            ]
+            if "<!-- profile" in box["body"]:
+                problems.append(f"{path.name}: a guess box shows profile output: {box['title']}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_guess_is_followed_by_evidence_and_a_check_that_answers_it():
+    hook = load_hook()
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for box in guess_boxes(text):
+            rest = text[box.end() :]
+            evidence = re.search(r"^<!-- profile: (\w+) -->$", rest, re.M)
+            assert evidence, f"{path.name}: no evidence after the guess {box['title']!r}"
+            after = rest[evidence.end() :]
+            check = re.search(r"^#+ Check your guess$", after, re.M)
+            assert check, f"{path.name}: no 'Check your guess' after the evidence"
+            name = evidence[1]
+            answers = [
+                m for m in hook.MARKER.finditer(after[check.end() :])
+                if m["kind"] in ("-check", "-claim") and (m["args"] or "").split()[0] == name
+            ]  # fmt: skip
+            assert answers, f"{path.name}: Check your guess has no checked claim about {name}"
+
+
+def test_no_page_uses_the_retired_claims_marker():
+    for path in DOCS:
+        assert "profile-claims:" not in path.read_text(encoding="utf-8"), path.name
+
+
+@pytest.mark.parametrize(
+    "page", ["naive", "inplace", "sdpa", "custom-kernels", "reading-a-profile"]
+)
+def test_every_claim_marker_renders_with_what_was_observed(site, page):
+    text = (ROOT / "docs" / f"{page}.md").read_text(encoding="utf-8")
+    markers = re.findall(r"^\s*<!-- profile-claim: (\w+) (\d+) -->$", text, re.M)
+    raw, _ = page_text(site, page)
+    titles = re.findall(r'<p class="admonition-title">(.*?)</p>\s*<p>(.*?)</p>', raw, re.S)
+    observed = [body for _, body in titles if "(observed:" in body or "Not measured yet" in body]
+    assert len(observed) >= len(markers), (
+        f"{page}: {len(markers)} markers, {len(observed)} rendered"
+    )
+    assert not re.search(r"<!-- profile", raw), f"{page}: a marker was left unexpanded"
+
+
+def test_the_changed_line_of_in_place_is_highlighted(site):
+    raw, _ = page_text(site, "inplace")
+    marked = re.findall(r'<span class="hll">(.*?)</span>\n', raw)
+    lines = [html.unescape(re.sub(r"<[^>]+>", "", m)) for m in marked]
+    assert lines and all("masked_fill_(" in line for line in lines), lines
+
+
+def test_the_recipe_is_what_the_tested_example_runs(site):
+    raw, text = page_text(site, "naive")
+    assert 'with record_function("attn_fwd"):' in text and "prof.step()" in text
+    source = (ROOT / "examples/naive_attention.py").read_text(encoding="utf-8")
+    assert 'with record_function("attn_fwd"):' in source
+
+
+# --- the repository link ----------------------------------------------------------------------------
+
+
+def load_config(monkeypatch, **env):
+    from mkdocs.config import load_config as load
+
+    for name in ("REPO_URL", "EDIT_URI", "SITE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return load(str(ROOT / "mkdocs.yml"))
+
+
+def test_no_repository_link_or_edit_button_without_a_repo_url(monkeypatch):
+    config = load_config(monkeypatch)
+    assert config["repo_url"] is None and not config["edit_uri"] and config["site_url"] is None
+
+
+def test_a_repo_url_brings_the_link_and_the_edit_button(monkeypatch):
+    config = load_config(
+        monkeypatch,
+        REPO_URL="https://github.com/someone/attention-profiled",
+        EDIT_URI="edit/main/docs/",
+    )
+    assert config["repo_url"] == "https://github.com/someone/attention-profiled"
+    assert config["edit_uri"] == "edit/main/docs/"
+    assert "content.action.edit" in config["theme"]["features"]

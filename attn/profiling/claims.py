@@ -7,10 +7,11 @@ holds and what was actually observed; a claim that does not hold is a finding, n
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable
 
-from attn.profiling.trace import Forward
+from attn.profiling.trace import Forward, top_level
 
 
 @dataclasses.dataclass
@@ -44,6 +45,10 @@ class Claim:
     text: str
     device_type: str  # "cpu" or "cuda": the hardware the sentence is about
     check: Check
+    # True when the verdict needs a run large enough for the score matrix to dominate (times, gaps
+    # between ops, fixed-size tile buffers): checked on every run like any claim, but a test's tiny
+    # run cannot be expected to show it.
+    at_scale: bool = False
 
 
 # Building blocks. Each returns (holds, observed).
@@ -84,6 +89,40 @@ def only_scalar_copies(ev: Evidence) -> tuple[bool | None, str]:
         return False, f"aten::copy_ of shape {big[0]}"
     per_fwd = len(copies) // max(len(ev.forwards), 1)
     return True, f"{per_fwd} aten::copy_ per forward, each of a 0-dim tensor"
+
+
+def copies_of_scores_and_scalar(ev: Evidence) -> tuple[bool | None, str]:
+    """aten::copy_ runs twice over: on the scores (under aten::clone) and on a 0-dim scalar (under
+    aten::mul, the Python float converted to a tensor)."""
+    found = score_shape(ev)
+    copies = [e for f in ev.forwards for e in f.cpu_events if e.name == "aten::copy_"]
+    if found is None or any("Input Dims" not in e.args for e in copies):
+        return None, "input shapes not recorded (the trace was taken without record_shapes)"
+    shapes = {json_shape(e.args["Input Dims"][0]) for e in copies}
+    parents = {name for name in ("aten::clone", "aten::mul") if "aten::copy_" in ev.under(name)}
+    holds = {json_shape(found[0]), "[]"} <= shapes and parents == {"aten::clone", "aten::mul"}
+    return holds, (
+        f"aten::copy_ of {' and of '.join(sorted(shapes, key=len, reverse=True))}; "
+        f"under {', '.join(sorted(parents)) or 'neither aten::clone nor aten::mul'}"
+    )
+
+
+def json_shape(dims: list) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def top_level_ops(*names: str) -> Check:
+    """Every forward's own ops (those directly under the range) are exactly these, in this order."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if not ev.forwards:
+            return None, "no forward recorded"
+        seen = [[e.name for e in top_level(f)] for f in ev.forwards]
+        holds = all(ops == list(names) for ops in seen)
+        odd = next((ops for ops in seen if ops != list(names)), seen[0])
+        return holds, " → ".join(odd) or "no ops"
+
+    return check
 
 
 def kernel_count(expected: int, at_least: bool = False) -> Check:
@@ -147,6 +186,187 @@ def launched_with(api: str) -> Check:
     return check
 
 
+# Bytes per element of the dtypes the profiler names in "Input type".
+ELEMENT_BYTES = {"double": 8, "float": 4, "c10::BFloat16": 2, "c10::Half": 2}
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
+def score_shape(ev: Evidence) -> tuple[list[int], str] | None:
+    """The [batch, heads, seq_q, seq_k] shape of the score matrix and its dtype's name, from the
+    recorded input shapes: the softmax's input, else q and k of the first op given both (a fused
+    op). None when shapes were not recorded."""
+    events = [e for f in ev.forwards for e in f.cpu_events if e.args.get("Input Dims")]
+    for e in events:
+        if e.name in SOFTMAX_OPS and len(e.args["Input Dims"][0]) == 4:
+            return list(e.args["Input Dims"][0]), (e.args.get("Input type") or [""])[0]
+    for e in events:
+        dims = e.args["Input Dims"]
+        if len(dims) >= 2 and len(dims[0]) == len(dims[1]) == 4 and dims[0][3] == dims[1][3]:
+            (b, h, seq_q, _), seq_k = dims[0], dims[1][2]
+            return [b, h, seq_q, seq_k], (e.args.get("Input type") or [""])[0]
+    return None
+
+
+def score_matrix_bytes(ev: Evidence) -> tuple[int, str] | None:
+    """Bytes of one score matrix and a description of it; None when shapes were not recorded."""
+    found = score_shape(ev)
+    if found is None or found[1] not in ELEMENT_BYTES:
+        return None
+    dims, dtype = found
+    return math.prod(dims) * ELEMENT_BYTES[dtype], f"{dims} {dtype}"
+
+
+def on_scores(*names: str) -> Check:
+    """Each op named takes the [batch, heads, seq_q, seq_k] scores as its first input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_shape(ev)
+        if found is None:
+            return None, "input shapes not recorded (the trace was taken without record_shapes)"
+        shapes = {
+            name: [e.args["Input Dims"][0] for f in ev.forwards for e in f.cpu_events
+                   if e.name == name and e.args.get("Input Dims")]
+            for name in names
+        }  # fmt: skip
+        missing = [n for n, dims in shapes.items() if found[0] not in dims]
+        seen = "; ".join(f"{n} on {dims[0] if dims else 'nothing'}" for n, dims in shapes.items())
+        return not missing, seen
+
+    return check
+
+
+def never_on_scores(name: str) -> Check:
+    """Ops named `name` run, and none takes the [batch, heads, seq_q, seq_k] scores as input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_shape(ev)
+        if found is None:
+            return None, "input shapes not recorded (the trace was taken without record_shapes)"
+        dims = [
+            e.args["Input Dims"][0]
+            for f in ev.forwards
+            for e in f.cpu_events
+            if e.name == name and e.args.get("Input Dims")
+        ]
+        shown = ", ".join(str(d) for d in dict.fromkeys(map(tuple, dims))) or "none"
+        return bool(dims) and found[0] not in dims, f"{name} inputs: {shown}".replace(
+            "(", "["
+        ).replace(")", "]")
+
+    return check
+
+
+def peak_under_one_score_matrix(ev: Evidence) -> tuple[bool | None, str]:
+    """The forward's peak memory is less than one score matrix: the scores are never allocated."""
+    peak = ev.summary.get("peak_memory_bytes")
+    if peak is None:
+        return None, "memory not recorded (the trace was taken without profile_memory)"
+    found = score_matrix_bytes(ev)
+    if found is None:
+        return None, "input shapes not recorded (the trace was taken without record_shapes)"
+    scores, what = found
+    return (
+        peak < scores,
+        f"peak {_mib(peak)} = {peak / scores:.2f} × one score matrix ({_mib(scores)}: {what})",
+    )
+
+
+def peak_in_score_matrices(expected: int) -> Check:
+    """The forward's peak memory holds `expected` score matrices at once (and less than one more)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        peak = ev.summary.get("peak_memory_bytes")
+        if peak is None:
+            return None, "memory not recorded (the trace was taken without profile_memory)"
+        found = score_matrix_bytes(ev)
+        if found is None:
+            return None, "the softmax's input shape was not recorded (record_shapes)"
+        scores, what = found
+        ratio = peak / scores
+        return (
+            math.floor(ratio) == expected,
+            f"peak {_mib(peak)} = {ratio:.2f} × one score matrix ({_mib(scores)}: {what})",
+        )
+
+    return check
+
+
+def costs_more(slow: str, fast: str) -> Check:
+    """Per forward, the events named `slow` take more CPU time (inclusive) than those named `fast`."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        n = max(len(ev.forwards), 1)
+        times = {
+            name: sum(e.dur for f in ev.forwards for e in f.cpu_events if e.name == name) / n
+            for name in (slow, fast)
+        }
+        if not times[slow] or not times[fast]:
+            missing = [name for name, t in times.items() if not t]
+            return None, f"not in the trace: {', '.join(missing)}"
+        ratio = times[slow] / times[fast]
+        return (
+            ratio > 1,
+            f"{slow} {_ms(times[slow])}, {fast} {_ms(times[fast])} per forward ({ratio:.1f}×)",
+        )
+
+    return check
+
+
+END = "the end"  # where a gap is: after the range's last op, before the range itself ends
+
+
+def gaps(forward: Forward) -> dict[str, float]:
+    """Time between the range's top-level ops, keyed by where: 'after aten::x' or END."""
+    found: dict[str, float] = {}
+    previous, end = "the start", forward.range.ts
+    for e in top_level(forward):
+        where = f"after {previous}"
+        found[where] = found.get(where, 0.0) + max(e.ts - end, 0.0)
+        previous, end = e.name, e.end
+    found[END] = found.get(END, 0.0) + max(forward.range.end - end, 0.0)
+    return found
+
+
+def longest_gaps(*where: str, alone: bool = False) -> Check:
+    """In every forward the longest gaps between ops are at `where` (and, with alone, every other
+    gap is under a tenth of the shortest of them)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if not ev.forwards:
+            return None, "no forward recorded"
+        holds = True
+        for f in ev.forwards:
+            ranked = sorted(gaps(f).items(), key=lambda kv: -kv[1])
+            top, rest = ranked[: len(where)], ranked[len(where) :]
+            holds &= {w for w, _ in top} == set(where)
+            if alone and rest and top:
+                holds &= rest[0][1] < 0.1 * top[-1][1]
+        n = len(ev.forwards)
+        mean: dict[str, float] = {}
+        for f in ev.forwards:
+            for w, t in gaps(f).items():
+                mean[w] = mean.get(w, 0.0) + t / n
+        ranked = sorted(mean.items(), key=lambda kv: -kv[1])
+        self_us = sum(mean.values())
+        total = sum(f.range.dur for f in ev.forwards) / n
+        shown = ", ".join(
+            f"{_ms(t)} {'at the end' if w == END else w}" for w, t in ranked[: len(where) + 1]
+        )
+        return holds, (
+            f"{_ms(self_us)} per forward in no op ({self_us / total:.0%} of attn_fwd); "
+            f"longest gaps: {shown}"
+        )
+
+    return check
+
+
 def both(*checks: Check) -> Check:
     """All checks hold; None (cannot tell) when one cannot tell and none fails."""
 
@@ -177,9 +397,63 @@ CLAIMS: dict[str, list[Claim]] = {
             op_under("aten::masked_fill", "aten::clone"),
         ),
         Claim(
+            "The clone costs more CPU time than the scale step: aten::clone copies a "
+            "[seq_q, seq_k] matrix per head, aten::mul scales q, only [seq_q, head_dim].",
+            "cpu",
+            costs_more("aten::clone", "aten::mul"),
+            at_scale=True,
+        ),
+        Claim(
+            "Peak memory is two score matrices, not three: the unmasked scores are freed as soon "
+            "as their masked copy replaces them, before the softmax writes its output.",
+            "cpu",
+            peak_in_score_matrices(2),
+        ),
+        Claim(
+            "Under aten::matmul: aten::expand and aten::reshape, which only make views, and "
+            "aten::bmm, which multiplies.",
+            "cpu",
+            both(
+                op_under("aten::matmul", "aten::expand"),
+                op_under("aten::matmul", "aten::reshape"),
+                op_under("aten::matmul", "aten::bmm"),
+            ),
+        ),
+        Claim(
+            "The two longest gaps between ops inside attn_fwd come after aten::masked_fill and at "
+            "its end: where score-sized tensors are freed, which takes time but is no op.",
+            "cpu",
+            longest_gaps("after aten::masked_fill", END),
+            at_scale=True,
+        ),
+        Claim(
+            "The one aten::copy_ row of the table adds up two different copies: the scores, under "
+            "aten::clone, and a 0-dim scalar, the scale, under aten::mul.",
+            "cpu",
+            copies_of_scores_and_scalar,
+        ),
+        Claim(
+            "The forward's own ops follow the code: aten::mul (q by the scale), aten::transpose "
+            "(of k), aten::matmul, aten::masked_fill, aten::softmax, aten::matmul.",
+            "cpu",
+            top_level_ops(
+                "aten::mul",
+                "aten::transpose",
+                "aten::matmul",
+                "aten::masked_fill",
+                "aten::softmax",
+                "aten::matmul",
+            ),
+        ),
+        Claim(
             "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
             "cuda",
             both(kernel_count(5), memcpys("DtoD", 1)),
+        ),
+        Claim(
+            "Peak memory is two score matrices, not three (the scores and the softmax output).",
+            "cuda",
+            peak_in_score_matrices(2),
         ),
     ],
     "inplace": [
@@ -189,9 +463,27 @@ CLAIMS: dict[str, list[Claim]] = {
             both(absent("aten::clone"), only_scalar_copies),
         ),
         Claim(
+            "Peak memory is still two score matrices, as in naive: the scores and the softmax "
+            "output. Masking in place saves an allocation and a copy, not the peak.",
+            "cpu",
+            peak_in_score_matrices(2),
+        ),
+        Claim(
+            "The one long gap between ops inside attn_fwd is at its end, where the scores and the "
+            "softmax output are freed: masking in place frees nothing.",
+            "cpu",
+            longest_gaps(END, alone=True),
+            at_scale=True,
+        ),
+        Claim(
             "5 kernels per forward and no Memcpy.",
             "cuda",
             both(kernel_count(5), memcpys("DtoD", 0)),
+        ),
+        Claim(
+            "Peak memory is still two score matrices, as in naive: the scores and the softmax output.",
+            "cuda",
+            peak_in_score_matrices(2),
         ),
     ],
     "sdpa_math": [
@@ -204,6 +496,18 @@ CLAIMS: dict[str, list[Claim]] = {
             "Rebuilds the causal mask on every call: aten::ones, aten::tril, aten::where.",
             "cpu",
             present("aten::ones", "aten::tril", "aten::where"),
+        ),
+        Claim(
+            "Scales q and k before the product, never the scores: no aten::mul takes a "
+            "[seq_q, seq_k] input.",
+            "cpu",
+            never_on_scores("aten::mul"),
+        ),
+        Claim(
+            "Makes extra full passes over the [seq_q, seq_k] scores: aten::add_ adds the mask, "
+            "aten::isneginf and aten::all look for fully masked rows.",
+            "cpu",
+            on_scores("aten::add_", "aten::isneginf", "aten::all"),
         ),
         Claim(
             "10 or more kernels per forward, the mask rebuilt by a tril kernel.",
@@ -223,6 +527,13 @@ CLAIMS: dict[str, list[Claim]] = {
             f"One fused op, {FUSED_CPU}, and no separate softmax.",
             "cpu",
             both(present(FUSED_CPU), absent(*SOFTMAX_OPS)),
+        ),
+        Claim(
+            "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
+            "allocated.",
+            "cpu",
+            peak_under_one_score_matrix,
+            at_scale=True,
         ),
         Claim(
             "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
@@ -246,6 +557,13 @@ CLAIMS: dict[str, list[Claim]] = {
             "One op from our library: attn::flash_attention_forward, and no separate softmax.",
             "cpu",
             both(present("attn::flash_attention_forward"), absent(*SOFTMAX_OPS, "aten::bmm")),
+        ),
+        Claim(
+            "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
+            "allocated.",
+            "cpu",
+            peak_under_one_score_matrix,
+            at_scale=True,
         ),
     ],
     "custom_cuda": [
@@ -276,12 +594,86 @@ def ops_per_forward(name: str, expected: int) -> Check:
     return check
 
 
+# --- claims about a hardware set's benchmark.json (rows of `python -m attn.profiling.benchmark`) ----
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkClaim:
+    """A sentence about the benchmark rows of one hardware set, and its check over those rows."""
+
+    text: str
+    device_type: str
+    check: Callable[[list[dict]], tuple[bool | None, str]]
+
+
+def _span(values: list) -> str:
+    values = sorted(set(values))
+    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
+def benchmark_shapes(rows: list[dict]) -> str:
+    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128'."""
+    sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
+    size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
+    dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
+    parts = [size] if size else []
+    return ", ".join(parts + [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"])
+
+
+def ratio_to_flash_below(variant: str, limit: float, is_causal: bool | None = None):
+    """At every benchmarked shape (of one masking, if given), variant's time ÷ sdpa_flash's < limit."""
+
+    def check(rows: list[dict]) -> tuple[bool | None, str]:
+        mine = [
+            r
+            for r in rows
+            if r.get("variant") == variant
+            and r.get("ratio_to_flash") is not None
+            and (is_causal is None or r.get("is_causal") == is_causal)
+        ]
+        if not mine:
+            return None, f"no {variant} row with a ratio to sdpa_flash in benchmark.json"
+        lo = min(mine, key=lambda r: r["ratio_to_flash"])
+        hi = max(mine, key=lambda r: r["ratio_to_flash"])
+        where = lambda r: f"seq {r['seq']}, head_dim {r['head_dim']}"  # noqa: E731
+        masking = {True: " causal", False: " non-causal", None: ""}[is_causal]
+        return hi["ratio_to_flash"] < limit, (
+            f"{lo['ratio_to_flash']:.2f}× ({where(lo)}) to {hi['ratio_to_flash']:.2f}× ({where(hi)}) "
+            f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
 def generated_kernel(pattern: str) -> Check:
     """A CPU event whose name matches `pattern` (Inductor names its generated kernels this way)."""
 
     def check(ev: Evidence) -> tuple[bool, str]:
         hits = sorted({n for n in ev.names() if re.search(pattern, n)})
         return bool(hits), hits[0] if hits else f"no event matching {pattern}"
+
+    return check
+
+
+def slower_than(variant: str, other: str):
+    """At every shape benchmarked with both, variant takes more time than other (same run)."""
+
+    def check(rows: list[dict]) -> tuple[bool | None, str]:
+        key = lambda r: (r.get("batch"), r.get("heads"), r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+        theirs = {key(r): r["time_us"] for r in rows if r.get("variant") == other}
+        pairs = [
+            (r, r["time_us"] / theirs[key(r)])
+            for r in rows
+            if r.get("variant") == variant and theirs.get(key(r))
+        ]
+        if not pairs:
+            return None, f"no shape in benchmark.json has both {variant} and {other}"
+        lo, hi = min(x for _, x in pairs), max(x for _, x in pairs)
+        mine = [r for r, _ in pairs]
+        return lo > 1, (
+            f"{variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
+            f"{benchmark_shapes(mine)}"
+        )
 
     return check
 
@@ -383,6 +775,50 @@ CLAIMS.update(COMPILED_CLAIMS)
 from attn.profiling.decode_claims import DECODE_CLAIMS  # noqa: E402
 
 CLAIMS.update(DECODE_CLAIMS)
+
+BENCHMARK_CLAIMS: list[BenchmarkClaim] = [
+    BenchmarkClaim(
+        "custom_cpu takes less time than sdpa_flash (time ÷ sdpa_flash under 1) at every causal "
+        "shape benchmarked.",
+        "cpu",
+        ratio_to_flash_below("custom_cpu", 1.0, is_causal=True),
+    ),
+    BenchmarkClaim(
+        "custom_cpu stays within 1.25× of sdpa_flash's time at every shape benchmarked, causal "
+        "or not.",
+        "cpu",
+        ratio_to_flash_below("custom_cpu", 1.25),
+    ),
+    BenchmarkClaim(
+        "sdpa_math takes more time than the in-place module at every shape benchmarked.",
+        "cpu",
+        slower_than("sdpa_math", "inplace"),
+    ),
+    BenchmarkClaim(
+        "custom_cuda stays within 2× of sdpa_flash's time at every shape benchmarked.",
+        "cuda",
+        ratio_to_flash_below("custom_cuda", 2.0),
+    ),
+    BenchmarkClaim(
+        "custom_triton stays within 2× of sdpa_flash's time at every shape benchmarked.",
+        "cuda",
+        ratio_to_flash_below("custom_triton", 2.0),
+    ),
+    BenchmarkClaim(
+        "sdpa_math takes more time than the in-place module at every shape benchmarked.",
+        "cuda",
+        slower_than("sdpa_math", "inplace"),
+    ),
+]
+
+
+def evaluate_benchmark(rows: list[dict], device_type: str) -> list[dict]:
+    """Check each benchmark claim about this device type: [{"text", "holds", "observed"}]."""
+    return [
+        dict(zip(("text", "holds", "observed"), (c.text, *c.check(rows)), strict=True))
+        for c in BENCHMARK_CLAIMS
+        if c.device_type == device_type
+    ]
 
 
 def claims_for(variant: str, device_type: str | None = None) -> list[Claim]:

@@ -8,7 +8,10 @@ Markers, each alone on its own line (inline code such as `<!-- profile: naive --
     <!-- profile-check: VARIANT -->   "check your guess": each claim about VARIANT as evaluated on
                                       every hardware set, with what was observed
     <!-- profile-claim: VARIANT N --> claim N of VARIANT, inline: the sentence and, per set, whether
-                                      it holds and the value observed
+                                      it holds and the value observed. N counts the variant's CPU
+                                      sentences, then its GPU ones, as index.json lists them
+    <!-- profile-claim: benchmark N --> claim N of attn.profiling.claims.BENCHMARK_CLAIMS, checked
+                                      against each set's benchmark.json when the site is built
     <!-- profile-compare: A B ... --> one tab per hardware set: per-forward numbers of the variants named
     <!-- profile-env -->               a table of every hardware set's environment.json
     <!-- profile-glance -->            every variant of every set, side by side
@@ -311,31 +314,81 @@ def render_check(name: str, root: Path, src_uri: str) -> str:
     body = _tabs(tabs) if tabs else ""
     if waiting:
         body += (
-            '\n!!! note "Not checked yet"\n\n    No profile set here has run these; each run on such '
+            f'\n!!! note "Not checked yet: {name}"\n\n    No profile set here has run these; each run on such '
             "hardware checks them:\n\n" + textwrap.indent("\n".join(waiting), "    ") + "\n"
         )
     return body or _not_profiled(f"`{name}`", src_uri)
 
 
+def claim_sentences(name: str, sets: list[dict]) -> list[str]:
+    """Every sentence claimed about a variant: its CPU ones, then its GPU ones (as index.json lists
+    them), then any a set evaluated that its manifest does not list yet."""
+    texts: list[str] = []
+    for hw in sets:
+        listed = (hw["manifest"].get("claims") or {}).get(name) or {}
+        for device_type in ("cpu", "cuda"):
+            texts += [t for t in listed.get(device_type) or [] if t not in texts]
+    for hw in sorted(sets, key=lambda h: h["device_type"] != "cpu"):  # CPU first, as above
+        texts += [c["text"] for c in claims_of(name, hw) if c["text"] not in texts]
+    return texts
+
+
+def _claim_box(text: str, results: list[tuple[bool | None, str, str]], waiting: str) -> str:
+    """An admonition titled with the sentence: one line per set (verdict, set, observed value)."""
+    verdicts = {holds for holds, _, _ in results}
+    kind = "note" if not results else "success" if verdicts == {True} else "warning"
+    lines = [
+        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {_code(observed or '–')})"
+        for holds, title, observed in results
+    ] or [waiting]
+    title = _code(text).replace(chr(34), chr(39))
+    return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
+
+
 def render_claim(name: str, index: int, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-claim: name N -->`: one claim, inline, per set."""
+    """Markdown for `<!-- profile-claim: name N -->`: one claim, inline, per set that checked it."""
+    sets = hardware_sets(root)
+    texts = claim_sentences(name, sets)
+    if index >= len(texts):
+        raise PluginError(
+            f"{src_uri}: {name!r} has {len(texts)} claim(s) in the profile sets; no claim {index}"
+        )
+    text = texts[index]
+    results = [
+        (c.get("holds"), hw["title"], c.get("observed"))
+        for hw in sets
+        for c in claims_of(name, hw)
+        if c["text"] == text
+    ]
+    return _claim_box(
+        text, results, "Not checked yet: no profile set here has run it on such hardware."
+    )
+
+
+def render_benchmark_claim(index: int, root: Path, src_uri: str) -> str:
+    """Markdown for `<!-- profile-claim: benchmark N -->`: checked on each set's benchmark.json."""
+    # Checks over the rows, as the claims module defines them: they read, they measure nothing.
+    from attn.profiling.claims import BENCHMARK_CLAIMS
+
+    if index >= len(BENCHMARK_CLAIMS):
+        raise PluginError(
+            f"{src_uri}: there are {len(BENCHMARK_CLAIMS)} benchmark claims; no claim {index}"
+        )
+    claim = BENCHMARK_CLAIMS[index]
     results = []
-    text = None
     for hw in hardware_sets(root):
-        claims = claims_of(name, hw)
-        if index < len(claims):
-            c = claims[index]
-            text = text or c["text"]
-            mark, word = VERDICT[c.get("holds")]
-            results.append(
-                f"{mark} {word} on {hw['title']} (observed: {_code(c.get('observed') or '–')})"
-            )
-    if text is None:
-        raise PluginError(f"{src_uri}: no profile set has claim {index} of {name!r}")
-    return (
-        f'!!! check "Checked on every run: {_code(text).replace(chr(34), chr(39))}"\n\n    '
-        + "  \n    ".join(results)
-        + "\n"
+        if hw["device_type"] != claim.device_type:
+            continue
+        if "benchmark" not in hw["manifest"].get("figures", []):
+            continue
+        holds, observed = claim.check(_read_json(hw["folder"] / "benchmark.json", list))
+        results.append((holds, hw["title"], observed))
+    where = {"cpu": "on a CPU", "cuda": "on a GPU"}[claim.device_type]
+    return _claim_box(
+        claim.text,
+        results,
+        f"Not measured yet: no profile set here has a benchmark {where}. "
+        "`nox -s benchmark` on such a machine makes one, and the next build checks it.",
     )
 
 
@@ -533,16 +586,18 @@ def render_figure(name: str, root: Path, src_uri: str) -> str:
 
 def benchmark_table(rows: list[dict]) -> str:
     """Each custom kernel's time as a multiple of sdpa_flash's, measured in the same run."""
+    # The ratio comes right after the name: a wide table scrolls, and this is the column to read.
     lines = [
-        "| variant | batch × heads | seq | head_dim | causal | time | TFLOP/s | time ÷ sdpa_flash |",
-        "|---|--:|--:|--:|---|--:|--:|--:|",
+        "| variant | time ÷ sdpa_flash | batch × heads | seq | head_dim | causal | time | TFLOP/s |",
+        "|---|--:|--:|--:|--:|---|--:|--:|",
     ]
     for r in rows:
         if "ratio_to_flash" not in r:
             continue
         lines.append(
-            f"| `{r['variant']}` | {r.get('batch', '?')} × {r.get('heads', '?')} | {r['seq']} | {r['head_dim']} "
-            f"| {'yes' if r['is_causal'] else 'no'} | {_time(r['time_us'])} | {r['tflops']:.3g} | {r['ratio_to_flash']:.2f} |"
+            f"| `{r['variant']}` | {r['ratio_to_flash']:.2f} | {r.get('batch', '?')} × {r.get('heads', '?')} "
+            f"| {r['seq']} | {r['head_dim']} | {'yes' if r['is_causal'] else 'no'} | {_time(r['time_us'])} "
+            f"| {r['tflops']:.3g} |"
         )
     return "\n".join(lines)
 
@@ -570,6 +625,8 @@ def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str
         if kind == "-check" and len(args) == 1:
             return render_check(check(args[0]), root, src_uri)
         if kind == "-claim" and len(args) == 2 and args[1].isdigit():
+            if args[0] == "benchmark":
+                return render_benchmark_claim(int(args[1]), root, src_uri)
             return render_claim(check(args[0]), int(args[1]), root, src_uri)
         if kind == "-diff" and len(args) == 2:
             return render_diff_marker(check(args[0]), check(args[1]), root, src_uri)

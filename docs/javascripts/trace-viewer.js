@@ -4,7 +4,7 @@
  *   [Open here](../profiles/cpu/naive/trace.json.gz){ data-trace-viewer }
  * may also carry data-trace-range="attn_fwd" (zoom to the middle one) and
  * data-trace-select="aten::clone" (select that event inside it). It stays a plain download link
- * until we know the viewer is published (trace-viewer/index.html answers, see
+ * until we know the viewer is published (trace-viewer/index.html is there, see
  * attn/profiling/viewer.py); then it opens trace-viewer/index.html?trace=... in a new tab.
  * Nothing comes from outside the site, so it works offline once the site is served. A page opened
  * from a file cannot fetch the trace, so there the links stay downloads.
@@ -20,8 +20,12 @@
 
   function viewerAvailable() {
     if (!available) {
-      available = fetch(VIEWER.href, { method: "HEAD" }).then(
-        function (response) { return response.ok; },
+      // A GET of the small index.html, read to the end: a HEAD request, or a body left unread,
+      // is reported by Chromium as an aborted request even when the server answered 200.
+      available = fetch(VIEWER.href).then(
+        function (response) {
+          return response.text().then(function () { return response.ok; });
+        },
         function () { return false; }
       );
     }
