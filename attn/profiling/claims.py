@@ -583,6 +583,9 @@ CLAIMS: dict[str, list[Claim]] = {
 }
 
 
+# --- the compiled and Flex chapter ---------------------------------------------------------
+
+
 def ops_per_forward(name: str, expected: int) -> Check:
     """Exactly `expected` events called `name` in every forward."""
 
@@ -594,86 +597,12 @@ def ops_per_forward(name: str, expected: int) -> Check:
     return check
 
 
-# --- claims about a hardware set's benchmark.json (rows of `python -m attn.profiling.benchmark`) ----
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchmarkClaim:
-    """A sentence about the benchmark rows of one hardware set, and its check over those rows."""
-
-    text: str
-    device_type: str
-    check: Callable[[list[dict]], tuple[bool | None, str]]
-
-
-def _span(values: list) -> str:
-    values = sorted(set(values))
-    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
-
-
-def benchmark_shapes(rows: list[dict]) -> str:
-    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128'."""
-    sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
-    size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
-    dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
-    parts = [size] if size else []
-    return ", ".join(parts + [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"])
-
-
-def ratio_to_flash_below(variant: str, limit: float, is_causal: bool | None = None):
-    """At every benchmarked shape (of one masking, if given), variant's time ÷ sdpa_flash's < limit."""
-
-    def check(rows: list[dict]) -> tuple[bool | None, str]:
-        mine = [
-            r
-            for r in rows
-            if r.get("variant") == variant
-            and r.get("ratio_to_flash") is not None
-            and (is_causal is None or r.get("is_causal") == is_causal)
-        ]
-        if not mine:
-            return None, f"no {variant} row with a ratio to sdpa_flash in benchmark.json"
-        lo = min(mine, key=lambda r: r["ratio_to_flash"])
-        hi = max(mine, key=lambda r: r["ratio_to_flash"])
-        where = lambda r: f"seq {r['seq']}, head_dim {r['head_dim']}"  # noqa: E731
-        masking = {True: " causal", False: " non-causal", None: ""}[is_causal]
-        return hi["ratio_to_flash"] < limit, (
-            f"{lo['ratio_to_flash']:.2f}× ({where(lo)}) to {hi['ratio_to_flash']:.2f}× ({where(hi)}) "
-            f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
-        )
-
-    return check
-
-
 def generated_kernel(pattern: str) -> Check:
     """A CPU event whose name matches `pattern` (Inductor names its generated kernels this way)."""
 
     def check(ev: Evidence) -> tuple[bool, str]:
         hits = sorted({n for n in ev.names() if re.search(pattern, n)})
         return bool(hits), hits[0] if hits else f"no event matching {pattern}"
-
-    return check
-
-
-def slower_than(variant: str, other: str):
-    """At every shape benchmarked with both, variant takes more time than other (same run)."""
-
-    def check(rows: list[dict]) -> tuple[bool | None, str]:
-        key = lambda r: (r.get("batch"), r.get("heads"), r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
-        theirs = {key(r): r["time_us"] for r in rows if r.get("variant") == other}
-        pairs = [
-            (r, r["time_us"] / theirs[key(r)])
-            for r in rows
-            if r.get("variant") == variant and theirs.get(key(r))
-        ]
-        if not pairs:
-            return None, f"no shape in benchmark.json has both {variant} and {other}"
-        lo, hi = min(x for _, x in pairs), max(x for _, x in pairs)
-        mine = [r for r, _ in pairs]
-        return lo > 1, (
-            f"{variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
-            f"{benchmark_shapes(mine)}"
-        )
 
     return check
 
@@ -775,6 +704,80 @@ CLAIMS.update(COMPILED_CLAIMS)
 from attn.profiling.decode_claims import DECODE_CLAIMS  # noqa: E402
 
 CLAIMS.update(DECODE_CLAIMS)
+
+# --- claims about a hardware set's benchmark.json (rows of `python -m attn.profiling.benchmark`) ----
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkClaim:
+    """A sentence about the benchmark rows of one hardware set, and its check over those rows."""
+
+    text: str
+    device_type: str
+    check: Callable[[list[dict]], tuple[bool | None, str]]
+
+
+def _span(values: list) -> str:
+    values = sorted(set(values))
+    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
+def benchmark_shapes(rows: list[dict]) -> str:
+    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128'."""
+    sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
+    size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
+    dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
+    parts = [size] if size else []
+    return ", ".join(parts + [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"])
+
+
+def ratio_to_flash_below(variant: str, limit: float, is_causal: bool | None = None):
+    """At every benchmarked shape (of one masking, if given), variant's time ÷ sdpa_flash's < limit."""
+
+    def check(rows: list[dict]) -> tuple[bool | None, str]:
+        mine = [
+            r
+            for r in rows
+            if r.get("variant") == variant
+            and r.get("ratio_to_flash") is not None
+            and (is_causal is None or r.get("is_causal") == is_causal)
+        ]
+        if not mine:
+            return None, f"no {variant} row with a ratio to sdpa_flash in benchmark.json"
+        lo = min(mine, key=lambda r: r["ratio_to_flash"])
+        hi = max(mine, key=lambda r: r["ratio_to_flash"])
+        where = lambda r: f"seq {r['seq']}, head_dim {r['head_dim']}"  # noqa: E731
+        masking = {True: " causal", False: " non-causal", None: ""}[is_causal]
+        return hi["ratio_to_flash"] < limit, (
+            f"{lo['ratio_to_flash']:.2f}× ({where(lo)}) to {hi['ratio_to_flash']:.2f}× ({where(hi)}) "
+            f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+def slower_than(variant: str, other: str):
+    """At every shape benchmarked with both, variant takes more time than other (same run)."""
+
+    def check(rows: list[dict]) -> tuple[bool | None, str]:
+        key = lambda r: (r.get("batch"), r.get("heads"), r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+        theirs = {key(r): r["time_us"] for r in rows if r.get("variant") == other}
+        pairs = [
+            (r, r["time_us"] / theirs[key(r)])
+            for r in rows
+            if r.get("variant") == variant and theirs.get(key(r))
+        ]
+        if not pairs:
+            return None, f"no shape in benchmark.json has both {variant} and {other}"
+        lo, hi = min(x for _, x in pairs), max(x for _, x in pairs)
+        mine = [r for r, _ in pairs]
+        return lo > 1, (
+            f"{variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
+            f"{benchmark_shapes(mine)}"
+        )
+
+    return check
+
 
 BENCHMARK_CLAIMS: list[BenchmarkClaim] = [
     BenchmarkClaim(
