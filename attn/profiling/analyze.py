@@ -102,4 +102,6 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
                 )
                 if write:
                     write_json(path, {**summary, "claims": fresh["claims"]})
+        if write and any(row["path"].parent.parent == hw for row in changed):
+            layout.write_manifest(hw)  # it lists every claim's sentence
     return changed

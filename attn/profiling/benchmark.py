@@ -11,6 +11,7 @@ measured in the same run with interleaved calls. Speeds belong here, not in test
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -133,15 +134,18 @@ def with_ratios(rows: list[dict]) -> list[dict]:
 
 
 def plot(rows: list[dict], title: str, path: Path) -> None:
-    """Time per forward against seq, one panel per (head_dim, causal), one line per variant."""
+    """Time per forward against seq, a panel per (head_dim, causal), two panels a row, drawn at the
+    page's width (7.2 in) so its text reads at about 11 px there."""
     panels = sorted({(r["head_dim"], r["is_causal"]) for r in rows})
     plt.rcParams.update(
-        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": 8}
+        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": 8.5}
     )
+    ncols = min(2, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(
-        1, len(panels), figsize=(3.2 * len(panels) + 1, 3.4), squeeze=False, sharey=True
+        nrows, ncols, figsize=(7.2, 0.8 + 2.6 * nrows), squeeze=False, sharey=True
     )
-    for ax, (head_dim, is_causal) in zip(axes[0], panels, strict=True):
+    for ax, (head_dim, is_causal) in zip(axes.flat, panels, strict=False):
         mine = [r for r in rows if (r["head_dim"], r["is_causal"]) == (head_dim, is_causal)]
         for name in dict.fromkeys(r["variant"] for r in mine):
             line = [r for r in mine if r["variant"] == name]
@@ -157,8 +161,11 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
         ax.set_title(f"head_dim {head_dim}, {'causal' if is_causal else 'full'}", fontsize=9)
         ax.set_xlabel("sequence length")
         ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
-    axes[0][0].set_ylabel("ms per forward")
-    axes[0][-1].legend(fontsize=7, frameon=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("ms per forward")
+    axes.flat[0].legend(fontsize=8, frameon=False)
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
