@@ -661,6 +661,12 @@ COMPILED_CLAIMS: dict[str, list[Claim]] = {
             "cpu",
             both(ops_per_forward(FUSED_CPU, 1), absent("aten::bmm")),
         ),
+        Claim(
+            "The mask reaches SDPA as a tensor: a generated kernel builds it (full, triu) on every "
+            "forward.",
+            "cpu",
+            generated_kernel(r"cpp_fused_\w*full_triu"),
+        ),
     ],
     "flex_causal": [
         Claim(

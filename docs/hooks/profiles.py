@@ -528,30 +528,46 @@ def render_glance(root: Path, src_uri: str) -> str:
         naive = (found.get("naive") or {}).get(key)
         count = ("kernels", "kernels_per_forward") if gpu else ("ATen ops", "ops_per_forward")
         ran = [x for x in summaries if x["available"]]
-        # Speedups compare rows at naive's shape; a row at another shape says which.
+        # Speedups compare rows at naive's shape; rows run at other shapes get a table of their own.
         common = setup_line(found["naive"]) if found.get("naive", {}).get("available") else None
         common = common or (setup_line(ran[0]) if ran else None)
-        others = any(setup_line(s) != common for s in ran)
         head = ["variant", f"{count[0]} / forward", "CPU time"] + (["device time"] if gpu else [])
-        head += ["speedup over naive", "peak memory"] + (["shape"] if others else []) + ["lesson"]
+        head += ["speedup over naive", "peak memory", "lesson"]
         rows = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 2) + "---|"]
+        elsewhere = []
         for s in summaries:
+            if s["available"] and setup_line(s) != common:
+                elsewhere.append(s)
+                continue
             if not s["available"]:
                 cells = ["not available here"] + ["–"] * (len(head) - 3)
                 rows.append(
                     f"| `{s['variant']}` | " + " | ".join(cells) + f" | {s.get('lesson', '')} |"
                 )
                 continue
-            same = setup_line(s) == common
-            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) and same else "–"
+            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) else "–"
             cells = [_count(s.get(count[1])) or "–", _time(s.get("cpu_time_us")) or "–"]
             cells += [_time(s.get("device_time_us")) or "–"] if gpu else []
-            cells += [speedup, _bytes(s.get("peak_memory_bytes"))]
-            cells += [("as above" if same else setup_line(s))] if others else []
-            cells.append(s.get("lesson", ""))
+            cells += [speedup, _bytes(s.get("peak_memory_bytes")), s.get("lesson", "")]
             rows.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
         body = [f"<small>{environment_line(hw)}</small>"] + ([common] if common else [])
         body.append("\n".join(rows))
+        if elsewhere:
+            other = [
+                "| variant | shape | " + f"{count[0]} / forward | CPU time | peak memory | lesson |"
+            ]
+            other.append("|---|---|--:|--:|--:|---|")
+            for s in elsewhere:
+                cells = [
+                    setup_line(s),
+                    _count(s.get(count[1])) or "–",
+                    _time(s.get("cpu_time_us")) or "–",
+                ]
+                cells += [_bytes(s.get("peak_memory_bytes")), s.get("lesson", "")]
+                other.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
+            body.append(
+                "Profiled at a shape of their own (no speedup over naive):\n\n" + "\n".join(other)
+            )
         if hw["manifest"].get("overview"):
             svg = _link(f"profiles/{hw['slug']}/overview.svg", src_uri)
             body.append(
@@ -579,9 +595,39 @@ def render_figure(name: str, root: Path, src_uri: str) -> str:
         ]
         if name == "benchmark":
             body.append(benchmark_table(_read_json(hw["folder"] / "benchmark.json", list)))
+        if name == "decoding":
+            body.append(decoding_table(_read_json(hw["folder"] / "decoding.json", list)))
         body.append(f"Data: [{name}.json]({data})")
         tabs.append((hw["title"], "\n\n".join(body)))
     return _tabs(tabs) if tabs else _not_profiled(f"the {name} figure", src_uri)
+
+
+def decoding_table(rows: list[dict]) -> str:
+    """The run's ceilings, then each way's bandwidth (a share of the copy ceiling) at the shortest and
+    longest cache, batch 1, and the share of its shortest step that a one-key cache already costs."""
+    ceilings = {r["name"]: r for r in rows if r.get("kind") in ("ceiling", "probe")}
+    lines = []
+    if "copy" in ceilings and "matmul" in ceilings:
+        copy, matmul = ceilings["copy"]["gb_per_s"], ceilings["matmul"]["gflop_per_s"]
+        lines.append(
+            f"Measured in this run: copy ceiling {copy:.1f} GB/s, matmul {matmul:.0f} GFLOP/s, so the "
+            f"roofs meet at {matmul / copy:.1f} FLOPs per byte."
+        )
+    steps = [r for r in rows if r.get("kind") == "step" and r.get("batch") == 1]
+    if steps:
+        lines += [
+            "",
+            "| way (batch 1) | cache | × copy ceiling | cache | × copy ceiling | one key costs, at the shortest |",
+            "|---|--:|--:|--:|--:|--:|",
+        ]
+        for impl in dict.fromkeys(r["impl"] for r in steps):
+            mine = sorted((r for r in steps if r["impl"] == impl), key=lambda r: r["cache_len"])
+            lo, hi = mine[0], mine[-1]
+            lines.append(
+                f"| {impl} | {lo['cache_len']} | {lo['bandwidth_ratio']:.2f} | {hi['cache_len']} "
+                f"| {hi['bandwidth_ratio']:.2f} | {lo['overhead_share']:.0%} |"
+            )
+    return "\n".join(lines)
 
 
 def benchmark_table(rows: list[dict]) -> str:
