@@ -7,6 +7,7 @@ summary that says why. After each run the set's environment, overview and manife
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,17 +24,23 @@ from attn.profiling.config import ProfileConfig
 from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.overview import write_overview
-from attn.profiling.trace import load_trace
+from attn.profiling.trace import events, load_trace
 from attn.variant import Variant
 
-# The event each chapter is about, selected in the trace-viewer screenshot (CPU; on a GPU the
-# variant's first kernel, or the naive clone's Memcpy).
+# The event each chapter is about (a regular expression over event names), selected in the
+# trace-viewer screenshot; on a GPU the variant's first kernel, or the naive clone's Memcpy.
 FOCUS = {
-    "naive": "aten::clone",
-    "inplace": "aten::masked_fill_",
-    "sdpa_math": "aten::_safe_softmax",
-    "sdpa_flash": "aten::_scaled_dot_product_flash_attention_for_cpu",
-    "custom_cpu": "attn::flash_attention_forward",
+    "naive": r"^aten::clone$",
+    "inplace": r"^aten::masked_fill_$",
+    "sdpa_math": r"^aten::_safe_softmax$",
+    "sdpa_flash": r"^aten::_scaled_dot_product_flash_attention_for_cpu$",
+    "custom_cpu": r"^attn::flash_attention_forward$",
+    "compiled_naive": r"cpp_fused__softmax\w*masked_fill",
+    "compiled_additive": r"^aten::_scaled_dot_product_flash_attention_for_cpu$",
+    "flex_causal": r"^graph_\d+_kernel$",
+    "flex_sliding_window": r"^graph_\d+_kernel$",
+    "decode_repeat_kv": r"^aten::repeat_interleave$",
+    "decode_enable_gqa": r"^aten::_scaled_dot_product_flash_attention_for_cpu$",
 }
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
 
@@ -106,13 +113,15 @@ def profile_variant(
     return folder
 
 
-def focus(summary: dict) -> str | None:
-    """The event to select in the screenshot of this summary's trace."""
+def focus(summary: dict, trace: dict) -> str | None:
+    """The name of the event to select in the screenshot of this summary's trace."""
     if summary.get("device_type") == "cuda":
         if summary["variant"] == "naive" and (summary.get("memcpy_per_forward") or {}).get("DtoD"):
             return "Memcpy DtoD (Device -> Device)"
         return (summary.get("kernels") or [None])[0]
-    return FOCUS.get(summary["variant"])
+    pattern = FOCUS.get(summary["variant"])
+    names = (e.name for e in events(trace))
+    return next((n for n in names if pattern and re.search(pattern, n)), None)
 
 
 def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
@@ -126,7 +135,7 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
         viewer.screenshot(
             folder / layout.TRACE,
             folder / layout.VIEWER,
-            select=focus(summary),
+            select=focus(summary, load_trace(folder / layout.TRACE)),
             width=1100,
             height=700,
         )
