@@ -14,6 +14,7 @@ from pathlib import Path
 from attn.profiling import layout
 from attn.profiling.atomic import atomic_folder, write_json
 from attn.profiling.claims import Evidence, evaluate
+from attn.profiling.config import FIRST_CALLS_KEY
 from attn.profiling.scrub import scrub_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
@@ -39,6 +40,8 @@ def summarize(
     on_device = measured["kernels_per_forward"] is not None
     device_type = device_type or ("cuda" if on_device else "cpu")
     summary = {**(base or {}), "available": True, "device_type": device_type, **measured}
+    if FIRST_CALLS_KEY in trace:  # recorded by our harness beside the profiler's events
+        summary["first_calls_seconds"] = trace[FIRST_CALLS_KEY]
     fwds = forwards(trace, range_name)
     if variant is not None:
         summary["claims"] = evaluate(variant, device_type, Evidence(summary, fwds))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from attn.profiling.config import ProfileConfig
+from attn.profiling.config import FIRST_CALLS_KEY, ProfileConfig
 from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
 from attn.profiling.table import profiler_table
@@ -28,11 +29,16 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
 
+    first_calls = {}
     with torch.no_grad():
-        # First calls build masks, compile kernels and warm caches; keep them out of the trace.
-        for _ in range(WARMUP_CALLS):
+        # First calls build masks, compile kernels and warm caches; keep them out of the trace,
+        # but time the first two (a compiled variant compiles there).
+        for call in range(WARMUP_CALLS):
+            start = time.perf_counter()
             variant.forward(q, k, v, is_causal=config.is_causal)
-        sync()
+            sync()
+            if call < 2:
+                first_calls[("first", "second")[call]] = time.perf_counter() - start
         with (
             without_profiler_chatter(),
             profile(
@@ -52,4 +58,5 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         trace = json.loads(path.read_text())
+    trace[FIRST_CALLS_KEY] = first_calls  # beside the profiler's own top-level keys
     return trace, profiler_table(prof, on_gpu)

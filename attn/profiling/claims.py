@@ -612,7 +612,7 @@ def compile_costs_forwards(at_least: int) -> Check:
     at least `at_least` profiled forwards."""
 
     def check(ev: Evidence) -> tuple[bool | None, str]:
-        seconds = (ev.summary.get("compile_seconds") or {}).get("first")
+        seconds = (ev.summary.get("first_calls_seconds") or {}).get("first")
         if seconds is None:
             return None, "the first call was not timed (a run of the example times it)"
         ratio = seconds * 1e6 / ev.summary["cpu_time_us"]

@@ -8,6 +8,9 @@ import torch
 
 from attn.profiling.environment import is_gpu
 
+# The seconds of a run's first two calls, before profiling (a compiled variant compiles there):
+# kept in the trace under this key, beside the profiler's own top-level keys.
+FIRST_CALLS_KEY = "attn_first_calls_seconds"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

@@ -191,7 +191,7 @@ def profile_example(
             else None
         )
         if (written / "compile.json").is_file():  # a compiled example timed its first calls
-            base["compile_seconds"] = json.loads((written / "compile.json").read_text())
+            base["first_calls_seconds"] = json.loads((written / "compile.json").read_text())
         try:
             summary = write_artifacts(
                 load_trace(written / layout.TRACE),
