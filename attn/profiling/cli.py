@@ -279,7 +279,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return diff_main(args.args)
         return cmd_recheck(args, console)
     except (ProfilingError, TraceFormatError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width
         return 1
     except KeyboardInterrupt:
         console.print("interrupted: the previous artifacts are left as they were")
