@@ -52,12 +52,21 @@ def sources(library: str = CPU_LIBRARY) -> list[Path]:
 
 
 def build_directory(library: str = CPU_LIBRARY) -> Path:
-    """Where a library is built and cached: per torch version, source tree and library."""
+    """Where a library is built and cached: per torch version, library and source content.
+
+    Keyed by what the sources say, not where they lie: a fresh clone or an installed copy of the
+    same sources reuses the build, and an edited source gets a build of its own.
+    """
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    # One build per source tree, so that a checkout and an installed copy never overwrite (and
-    # endlessly rebuild) each other's library. torch.__version__ names its CPU/CUDA flavour.
-    tree = hashlib.sha256(str(CSRC).encode()).hexdigest()[:8]
-    return cache / "attention-profiled" / f"torch{torch.__version__}-{tree}" / library
+    digest = hashlib.sha256()
+    for path in sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh")):
+        digest.update(path.relative_to(CSRC).as_posix().encode() + path.read_bytes())
+    return (
+        cache
+        / "attention-profiled"
+        / f"torch{torch.__version__}-{digest.hexdigest()[:10]}"
+        / library
+    )
 
 
 def library_path(library: str = CPU_LIBRARY) -> Path:
@@ -164,13 +173,8 @@ def cuda_build_problem() -> str | None:
 
 
 def _is_stale(library: str) -> bool:
-    """True when the library is missing or older than a source, i.e. loading will compile."""
-    built = library_path(library)
-    if not built.is_file():
-        return True
-    headers = [*CSRC.rglob("*.h"), *CSRC.rglob("*.cuh")]
-    newest = max(p.stat().st_mtime for p in [*sources(library), *headers])
-    return built.stat().st_mtime < newest
+    """True when the library is not built yet for these sources, i.e. loading will compile."""
+    return not library_path(library).is_file()
 
 
 def _summary(error: Exception) -> str:
@@ -194,6 +198,10 @@ def _build(library: str, kind: str) -> None:
             flush=True,
         )
     try:
+        if not _is_stale(library):  # built from these very sources: load it, no build tool
+            torch.ops.load_library(str(library_path(library)))
+            _loaded.add(library)
+            return
         cpp_extension.load(
             name=library,
             sources=[str(s) for s in sources(library)],

@@ -64,15 +64,19 @@ def test_every_package_is_listed_for_setuptools():
     assert config["package-dir"] == {"attn._csrc": "csrc"}
 
 
-def test_build_directory_is_a_user_cache_per_source_tree(monkeypatch, tmp_path):
+def test_build_directory_is_a_user_cache_per_source_content(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cpu = custom_ops.build_directory(custom_ops.CPU_LIBRARY)
     cuda = custom_ops.build_directory(custom_ops.CUDA_LIBRARY)
     assert cpu.parent == cuda.parent and cpu != cuda  # the two libraries build apart
     assert cpu.parent.parent == tmp_path / "attention-profiled"
     assert torch.__version__ in cpu.parent.name
-    monkeypatch.setattr(custom_ops, "CSRC", tmp_path / "elsewhere" / "csrc")
-    assert custom_ops.build_directory(custom_ops.CPU_LIBRARY) != cpu  # another tree, another build
+    edited = tmp_path / "elsewhere" / "csrc"
+    shutil.copytree(custom_ops.CSRC, edited)
+    monkeypatch.setattr(custom_ops, "CSRC", edited)
+    assert custom_ops.build_directory(custom_ops.CPU_LIBRARY) == cpu  # same sources, same build
+    (edited / "ops.cpp").write_text((edited / "ops.cpp").read_text() + "\n// edited\n")
+    assert custom_ops.build_directory(custom_ops.CPU_LIBRARY) != cpu  # edited, a build of its own
 
 
 # ---- installed, not from the checkout ----------------------------------------------------------
@@ -270,6 +274,7 @@ def test_failed_cpu_build_is_a_reason(monkeypatch, fresh_build_state):
 
     monkeypatch.setattr(cpp_extension, "load", load)
     monkeypatch.setattr(custom_ops, "_loaded", set())  # as before the first build
+    monkeypatch.setattr(custom_ops, "_is_stale", lambda library: True)  # nothing built yet
     variant = custom_cpu_variant()
     q, k, v = _qkv(1, 1, 4, 8)
     with pytest.raises(RuntimeError, match="torch/x.h"):
