@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from attn.decode import EnableGqaAttention, RepeatKVAttention
-from attn.validation import FLOAT_DTYPES
+from attn.validation import FLOAT_DTYPES, check_tensors
 from attn.variant import Variant
 
 
@@ -32,15 +32,7 @@ def check_gqa(
     Layout is [batch, heads, seq, head_dim]; k and v share their shape; q's heads are a multiple of
     theirs; the sequence lengths of q and k may differ.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(
-                f"{name} must have 4 dims [batch, heads, seq, head_dim], got shape {tuple(t.shape)}"
-            )
-        if 0 in t.shape:
-            raise ValueError(f"{name} has an empty dimension: shape {tuple(t.shape)}")
+    check_tensors(q, k, v)
     shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if not (q.shape[0] == k.shape[0] == v.shape[0]):
         raise ValueError(f"batch sizes differ: {shapes}")

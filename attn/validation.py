@@ -7,6 +7,19 @@ import torch
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+def check_tensors(q, k, v) -> None:
+    """Raise ValueError unless each of q, k, v is a non-empty 4-dim tensor."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(
+                f"{name} must have 4 dims [batch, heads, seq, head_dim], got shape {tuple(t.shape)}"
+            )
+        if 0 in t.shape:
+            raise ValueError(f"{name} has an empty dimension: shape {tuple(t.shape)}")
+
+
 def check_qkv(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -19,15 +32,7 @@ def check_qkv(
 
     Layout is [batch, heads, seq, head_dim]; k and v share a sequence length that may differ from q's.
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(
-                f"{name} must have 4 dims [batch, heads, seq, head_dim], got shape {tuple(t.shape)}"
-            )
-        if 0 in t.shape:
-            raise ValueError(f"{name} has an empty dimension: shape {tuple(t.shape)}")
+    check_tensors(q, k, v)
     shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if not (q.shape[0] == k.shape[0] == v.shape[0]):
         raise ValueError(f"batch sizes differ: {shapes}")
