@@ -111,7 +111,7 @@ def all_variants() -> list[Variant]:
             "inplace",
             "In-place masking",
             InPlaceAttention(),
-            "masked_fill_ (one character) removes that copy",
+            "masked_fill_, in place, removes that copy",
         ),
         SdpaVariant(
             "math",
