@@ -19,26 +19,6 @@ ROOT = Path(__file__).parent
 # Override with e.g. ATTN_TORCH="torch==2.11.0" (or use --no-venv with a preinstalled torch).
 TORCH = os.environ.get("ATTN_TORCH", "torch==2.13.0")
 
-# (variant, example and its own flags): each example writes a raw trace, which the harness analyses.
-EXAMPLES = [
-    ("naive", ["examples/naive_attention.py"]),
-    ("inplace", ["examples/inplace_attention.py"]),
-    *(
-        (f"sdpa_{b}", ["examples/sdpa_attention.py", "--backend", b])
-        for b in ("math", "efficient", "flash", "cudnn")
-    ),
-    *(
-        (f"custom_{i}", ["examples/custom_kernel_attention.py", "--impl", i])
-        for i in ("cpu", "cuda", "triton")
-    ),
-    ("compiled_naive", ["examples/compiled_attention.py", "--mask", "masked_fill"]),
-    ("compiled_additive", ["examples/compiled_attention.py", "--mask", "additive"]),
-    ("flex_causal", ["examples/flex_attention.py", "--mask", "causal"]),
-    ("flex_sliding_window", ["examples/flex_attention.py", "--mask", "sliding_window"]),
-    ("decode_repeat_kv", ["examples/decode_attention.py", "--gqa", "repeat"]),
-    ("decode_enable_gqa", ["examples/decode_attention.py", "--gqa", "enable_gqa"]),
-]
-
 nox.options.sessions = ["tests"]
 nox.options.reuse_venv = "yes"
 
@@ -86,22 +66,10 @@ def profile_examples(session: nox.Session) -> None:
     """Run every example under the profiler into profiles/<hardware>/, then build the site."""
     install(session, "docs", "viewer")
     fetch_viewer(session)
-    for variant, example in EXAMPLES:
-        session.run(
-            "python", "-m", "attn.profiling", "example", variant, *example,
-            "--out", "profiles", *session.posargs,
-        )  # fmt: skip
-    session.run(
-        "python",
-        "-m",
-        "attn.profiling.scaling",
-        "--out",
-        "profiles",
-        *_device_args(session.posargs),
-    )
-    session.run(
-        "python", "-m", "attn.profiling.decoding", "--out", "profiles", *_device_args(session.posargs)
-    )  # fmt: skip
+    # Every variant's example (attn/specs.py names each script and its flags), then the sweeps.
+    session.run("python", "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs)
+    for sweep in ("attn.profiling.scaling", "attn.profiling.decoding"):
+        session.run("python", "-m", sweep, "--out", "profiles", *_device_args(session.posargs))
     build_site(session)
 
 
@@ -126,7 +94,7 @@ def scaling(session: nox.Session) -> None:
 def benchmark(session: nox.Session) -> None:
     """Time the custom kernels against SDPA: profiles/<hardware>/benchmark.{json,svg} and ratios."""
     install(session)
-    session.run("python", "-m", "attn.benchmark", "--out", "profiles", *session.posargs)
+    session.run("python", "-m", "attn.profiling.benchmark", "--out", "profiles", *session.posargs)
 
 
 @nox.session

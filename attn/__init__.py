@@ -7,7 +7,6 @@ import functools
 from attn.inplace import InPlaceAttention
 from attn.naive import NaiveAttention
 from attn.reference import reference_attention
-from attn.registry import all_variants
 from attn.sdpa import SdpaAttention
 from attn.variant import Variant
 
@@ -24,7 +23,11 @@ __all__ = [
 
 @functools.cache
 def _registry() -> dict[str, Variant]:
-    return {v.name: v for v in all_variants()}
+    # Imported on first use: `import attn` stays light (no torch.compile, triton or checks).
+    from attn.registry import build
+    from attn.specs import SPECS
+
+    return {spec.name: build(spec) for spec in SPECS}
 
 
 def variants() -> list[Variant]:

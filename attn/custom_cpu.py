@@ -21,8 +21,6 @@ class CustomCpuVariant(Variant):
     """csrc/cpu/flash_attention_cpu.cpp: Q and KV tiles, online softmax, BLAS for the tile products."""
 
     name = "custom_cpu"
-    title = "Custom C++ kernel (CPU)"
-    lesson = "our tiled C++ op: one op, online softmax, GEMM tiles"
     dtypes = (torch.float32, torch.bfloat16)
 
     def forward(
@@ -47,11 +45,7 @@ class CustomCpuVariant(Variant):
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
         if device.type != "cpu":
             return (
-                f"custom_cpu is a C++ op for CPU tensors, not {device.type}; "
-                "the CUDA kernel is custom_cuda"
+                f"our C++ op takes CPU tensors, not {device.type} ones "
+                "(on a GPU, our CUDA and Triton kernels do the same)"
             )
         return self._dtype_problem(dtype) or build_problem()
-
-
-def custom_cpu_variant() -> Variant:
-    return CustomCpuVariant()

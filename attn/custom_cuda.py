@@ -14,8 +14,6 @@ class CustomCudaVariant(Variant):
     """FlashAttention-2 forward: tensor cores, online softmax, K/V tiles double-buffered."""
 
     name = "custom_cuda"
-    title = "Custom CUDA kernel"
-    lesson = "our FlashAttention-2-style CUDA kernel: one launch"
     head_dims = (64, 128)
     dtypes = (torch.bfloat16, torch.float16)
 
@@ -33,14 +31,9 @@ class CustomCudaVariant(Variant):
         if device.type != "cuda":
             return (
                 f"it is a CUDA kernel: it runs on NVIDIA GPUs only, not on {device.type} "
-                "(the CPU op is custom_cpu)"
+                "(our C++ op does the same on the CPU)"
             )
         problem = self._dtype_problem(dtype) or older_than_ampere(
             device, "cp.async and bf16 mma.sync"
         )
         return problem or cuda_build_problem()
-
-
-def custom_cuda_variant() -> Variant:
-    """The custom CUDA kernel variant."""
-    return CustomCudaVariant()

@@ -191,17 +191,13 @@ def _build(library: str, kind: str) -> None:
 
     directory = build_directory(library)
     directory.mkdir(parents=True, exist_ok=True)
-    if _is_stale(library):
-        print(
-            f"building the attn {kind} ops into {directory} (first use, about a minute)...",
-            file=sys.stderr,
-            flush=True,
-        )
     try:
         if not _is_stale(library):  # built from these very sources: load it, no build tool
             torch.ops.load_library(str(library_path(library)))
             _loaded.add(library)
             return
+        note = f"building the attn {kind} ops into {directory} (first use, about a minute)..."
+        print(note, file=sys.stderr, flush=True)
         cpp_extension.load(
             name=library,
             sources=[str(s) for s in sources(library)],
@@ -213,9 +209,8 @@ def _build(library: str, kind: str) -> None:
             is_python_module=False,
             verbose=False,
         )
-    except (
-        Exception
-    ) as error:  # compiler errors, a toolkit torch refuses, a library that won't load
+    # Compiler errors, a toolkit torch refuses, a library that won't load: one line, remembered.
+    except Exception as error:
         _failed[library] = f"building the {kind} ops failed: {_summary(error)}"
         raise RuntimeError(f"cannot build the attn {kind} ops: {_failed[library]}") from error
     _loaded.add(library)

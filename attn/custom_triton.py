@@ -170,7 +170,7 @@ def _refuse_autograd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if needs and torch.is_grad_enabled():
         raise ValueError(
             f"the Triton kernel computes the forward only, but {', '.join(needs)} requires grad; "
-            "run it under torch.no_grad() or pass detached tensors (custom_cpu and custom_cuda "
+            "run it under torch.no_grad() or pass detached tensors (our C++ and CUDA kernels "
             "have a backward)"
         )
 
@@ -228,8 +228,6 @@ class CustomTritonVariant(Variant):
     """The Triton kernel above as a chapter variant: CUDA only, bf16/fp16, head_dim 64 or 128."""
 
     name = "custom_triton"
-    title = "Custom Triton kernel"
-    lesson = "our Triton kernel: one launch, written in Python"
     head_dims = (64, 128)
     dtypes = (torch.bfloat16, torch.float16)
 
@@ -257,7 +255,3 @@ class CustomTritonVariant(Variant):
         if _INTERPRETED:  # the kernel runs on the host: no GPU generation to check
             return INTERPRETER_BF16 if dtype == torch.bfloat16 else None
         return older_than_ampere(device, "bf16 tensor cores and async copies")
-
-
-def custom_triton_variant() -> Variant:
-    return CustomTritonVariant()

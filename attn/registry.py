@@ -1,4 +1,8 @@
-"""The chapters' variants: the standalone attention modules wrapped in the Variant contract."""
+"""The variant wrappers: attention modules in the Variant contract, and the registry of them all.
+
+A wrapper knows how to run its module and where it can run; its name, title and lesson come from its
+spec (attn/specs.py), which the registry binds to it.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +14,17 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import sdpa_kernel
 
-from attn.compiled import AdditiveMaskAttention, CompiledAttention
-from attn.custom_cpu import custom_cpu_variant
-from attn.custom_cuda import custom_cuda_variant
-from attn.custom_triton import custom_triton_variant
-from attn.decode_variant import decode_variants
-from attn.flex import FlexAttention, sliding_window
-from attn.inplace import InPlaceAttention
-from attn.naive import NaiveAttention
 from attn.sdpa import BACKENDS, SdpaAttention
 from attn.variant import Variant
+
+__all__ = ["DecodeVariant", "GeneratedVariant", "ModuleVariant", "SdpaVariant", "build"]
 
 
 class ModuleVariant(Variant):
     """A variant whose computation is one of the standalone nn.Modules."""
 
-    def __init__(self, name: str, title: str, module: nn.Module, lesson: str) -> None:
-        self.name, self.title, self.module, self.lesson = name, title, module, lesson
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
 
     def _attention(self, q, k, v, *, is_causal):
         return self.module(q, k, v, is_causal=is_causal)
@@ -35,8 +33,8 @@ class ModuleVariant(Variant):
 class SdpaVariant(ModuleVariant):
     """SdpaAttention pinned to one backend; unavailable where torch has no kernel for it."""
 
-    def __init__(self, backend: str, title: str, lesson: str) -> None:
-        super().__init__(f"sdpa_{backend}", title, SdpaAttention(backend), lesson)
+    def __init__(self, backend: str) -> None:
+        super().__init__(SdpaAttention(backend))
         self.backend = backend
 
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
@@ -68,12 +66,30 @@ class GeneratedVariant(ModuleVariant):
     The module knows where that works (a C++ compiler, triton, AVX2) and the dtypes it computes in.
     """
 
-    def __init__(self, name: str, title: str, module: nn.Module, lesson: str) -> None:
-        super().__init__(name, title, module, lesson)
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__(module)
         self.dtypes = module.dtypes
 
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
         return self._dtype_problem(dtype) or self.module.why_unavailable(device, dtype)
+
+
+class DecodeVariant(ModuleVariant):
+    """A module of attn/decode.py: k and v may have fewer heads than q (grouped-query attention),
+    and `is_causal=True` aligns the mask bottom-right (the new tokens are the last positions), so one
+    new token sees the whole cache, where SDPA's top-left alignment would show it the first key
+    only; more queries than keys is refused."""
+
+    grouped = True
+    causal_alignment = "bottom_right"  # is_causal: the queries are the last positions
+
+    def _attention(self, q, k, v, *, is_causal):
+        if is_causal and q.shape[2] > k.shape[2]:
+            raise ValueError(
+                f"is_causal aligns the {q.shape[2]} queries with the last keys, but k has only "
+                f"{k.shape[2]}: q {tuple(q.shape)}, k {tuple(k.shape)}"
+            )
+        return super()._attention(q, k, v, is_causal=is_causal)
 
 
 @functools.cache
@@ -98,65 +114,8 @@ def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:
     return reason + (f" ({'; '.join(details)})" if details else "")
 
 
-def all_variants() -> list[Variant]:
-    """Every variant, in chapter order."""
-    return [
-        ModuleVariant(
-            "naive",
-            "Naive attention",
-            NaiveAttention(),
-            "out-of-place masked_fill copies the whole score matrix",
-        ),
-        ModuleVariant(
-            "inplace",
-            "In-place masking",
-            InPlaceAttention(),
-            "masked_fill_, in place, removes that copy",
-        ),
-        SdpaVariant(
-            "math",
-            "SDPA: math backend",
-            "the reference path: mask rebuilt per call, safe softmax, many small ops",
-        ),
-        SdpaVariant(
-            "efficient",
-            "SDPA: memory-efficient backend",
-            "one fused CUTLASS kernel (from xformers); GPU only",
-        ),
-        SdpaVariant(
-            "flash", "SDPA: flash backend", "one fused op; the score matrix never reaches memory"
-        ),
-        SdpaVariant(
-            "cudnn",
-            "SDPA: cuDNN backend",
-            "a generated cuDNN kernel; cost moves to the CPU side; GPU only",
-        ),
-        custom_cpu_variant(),
-        custom_cuda_variant(),
-        custom_triton_variant(),
-        GeneratedVariant(
-            "compiled_naive",
-            "torch.compile: naive attention",
-            CompiledAttention(NaiveAttention()),
-            "masked_fill stays two matmuls around one generated softmax kernel",
-        ),
-        GeneratedVariant(
-            "compiled_additive",
-            "torch.compile: additive mask",
-            CompiledAttention(AdditiveMaskAttention()),
-            "an additive mask is recognised: Inductor calls SDPA's fused kernel",
-        ),
-        GeneratedVariant(
-            "flex_causal",
-            "FlexAttention: causal",
-            FlexAttention(),
-            "a mask written as a Python function, compiled into one kernel",
-        ),
-        GeneratedVariant(
-            "flex_sliding_window",
-            "FlexAttention: sliding window of 256 keys",
-            FlexAttention(sliding_window(256)),
-            "tiles outside the window are skipped, not computed and masked",
-        ),
-        *decode_variants(),
-    ]
+def build(spec) -> Variant:
+    """The variant a spec describes, carrying the spec's name, title and lesson."""
+    variant = spec.make()
+    variant.name, variant.title, variant.lesson = spec.name, spec.title, spec.lesson
+    return variant

@@ -27,16 +27,26 @@ def check_qkv(
     *,
     head_dims: tuple[int, ...] | None = None,
     dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES,
+    grouped: bool = False,
 ) -> None:
     """Raise ValueError naming the offending values unless q, k, v form a valid attention call.
 
-    Layout is [batch, heads, seq, head_dim]; k and v share a sequence length that may differ from q's.
+    Layout is [batch, heads, seq, head_dim]; k and v share a sequence length that may differ from
+    q's. With `grouped` (grouped-query attention) k and v may have fewer heads than q: q's head
+    count must be a multiple of theirs.
     """
     check_tensors(q, k, v)
     shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if not (q.shape[0] == k.shape[0] == v.shape[0]):
         raise ValueError(f"batch sizes differ: {shapes}")
-    if not (q.shape[1] == k.shape[1] == v.shape[1]):
+    if grouped and k.shape[1] != v.shape[1]:
+        raise ValueError(f"k and v head counts differ: {shapes}")
+    if grouped and q.shape[1] % k.shape[1]:
+        raise ValueError(
+            f"head counts do not fit grouped-query attention: q's {q.shape[1]} heads are not a "
+            f"multiple of k's and v's {k.shape[1]}: {shapes}"
+        )
+    if not grouped and not (q.shape[1] == k.shape[1] == v.shape[1]):
         raise ValueError(f"head counts differ: {shapes}")
     if not (q.shape[3] == k.shape[3] == v.shape[3]):
         raise ValueError(f"head_dim differs: {shapes}")

@@ -42,12 +42,13 @@ class Variant(ABC):
     lesson: str = ""  # the one line the at-a-glance table says about it
     head_dims: tuple[int, ...] | None = None  # None: any head_dim
     dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
+    grouped: bool = False  # k and v may have fewer heads than q (grouped-query attention)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True
     ) -> torch.Tensor:
         """Attention of q over k, v ([batch, heads, seq, head_dim]); output has q's shape and dtype."""
-        check_qkv(q, k, v, head_dims=self.head_dims, dtypes=self.dtypes)
+        check_qkv(q, k, v, head_dims=self.head_dims, dtypes=self.dtypes, grouped=self.grouped)
         if not isinstance(is_causal, bool):
             raise ValueError(f"is_causal must be True or False, got {is_causal!r}")
         reason = self.why_unavailable(q.device, q.dtype)

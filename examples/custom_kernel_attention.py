@@ -32,8 +32,11 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-import attn
+from attn.custom_cpu import CustomCpuVariant
+from attn.custom_cuda import CustomCudaVariant
+from attn.custom_triton import CustomTritonVariant
 
+KERNELS = {"cpu": CustomCpuVariant, "cuda": CustomCudaVariant, "triton": CustomTritonVariant}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -47,7 +50,7 @@ def positive(text: str) -> int:
 def parse_args() -> argparse.Namespace:
     gpu = torch.cuda.is_available()
     p = argparse.ArgumentParser(description="Profile one of our kernels under torch.profiler.")
-    p.add_argument("--impl", choices=["cpu", "cuda", "triton"], required=True)
+    p.add_argument("--impl", choices=KERNELS, required=True)
     p.add_argument("--device", default="cuda" if gpu else "cpu", choices=["cpu", "cuda"])
     # The article's shape on a GPU; a smaller batch on a CPU, where one forward takes ~0.1 s.
     p.add_argument("--batch", type=positive, default=8 if gpu else 2)
@@ -61,8 +64,7 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     if args.device == "cuda" and not gpu:
         p.error("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
-    kernel = attn.get_variant(f"custom_{args.impl}")
-    reason = kernel.why_unavailable(args.device, DTYPES[args.dtype])
+    reason = KERNELS[args.impl]().why_unavailable(args.device, DTYPES[args.dtype])
     if reason is not None:
         p.error(f"--impl {args.impl} cannot run here: {reason}")
     return args
@@ -79,7 +81,7 @@ def main() -> None:
         for n in (args.seq, seq_k, seq_k)
     )
     causal = not args.no_causal
-    attention = attn.get_variant(f"custom_{args.impl}").forward
+    attention = KERNELS[args.impl]().forward
     on_gpu = args.device == "cuda"
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
 

@@ -2,8 +2,8 @@
 Profile in-place attention
 =========================
 
-Guess first. This is naive attention with one character changed: ``masked_fill_`` writes the
-mask into the scores instead of into a copy of them. Write down what should disappear from the
+Guess first. This is naive attention with one line changed: ``masked_fill_`` writes the mask
+into the scores themselves instead of into a copy of them. Write down what should disappear from the
 trace (which ops on the CPU, which kernel on a GPU) and whether the peak memory should drop.
 
 Then look. This script is the whole recipe, top to bottom:

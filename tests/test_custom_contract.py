@@ -5,13 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn.custom_cpu import custom_cpu_variant
-from attn.custom_cuda import custom_cuda_variant
-from attn.custom_triton import custom_triton_variant
+from attn.custom_cpu import CustomCpuVariant
+from attn.custom_cuda import CustomCudaVariant
+from attn.custom_triton import CustomTritonVariant
 
-VARIANTS = {
-    v.name: v for v in (custom_cpu_variant(), custom_cuda_variant(), custom_triton_variant())
-}
+VARIANTS = {v.name: v for v in (CustomCpuVariant(), CustomCudaVariant(), CustomTritonVariant())}
 DEVICES = ["cpu", "meta", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from attn.custom_cpu import custom_cpu_variant
+from attn.custom_cpu import CustomCpuVariant
 from attn.custom_ops import build_problem, library_path, load_ops
 from attn.reference import reference_attention
 
@@ -27,7 +27,7 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
 
 @pytest.fixture(scope="module")
 def variant():
-    return custom_cpu_variant()
+    return CustomCpuVariant()
 
 
 def qkv(batch, heads, seq_q, seq_k, head_dim, dtype=torch.float32, seed=0):
@@ -141,9 +141,9 @@ def test_why_unavailable(variant):
         "cuda"
     )  # on a CPU-only torch: "this torch build has no CUDA..."
     assert isinstance(reason, str) and len(reason.split()) >= 5
-    # With a usable GPU, the reason is ours: it points to the CUDA variant.
+    # With a usable GPU, the reason is ours: it points to our GPU kernels.
     ours = variant._why_unavailable(torch.device("cuda"), torch.bfloat16)
-    assert "CPU" in ours and "custom_cuda" in ours
+    assert "CPU" in ours and "CUDA and Triton kernels" in ours
     assert "float16" in variant.why_unavailable("cpu", torch.float16)
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attn.custom_cuda import CustomCudaVariant, custom_cuda_variant
+import attn
+from attn.custom_cuda import CustomCudaVariant
 from attn.reference import reference_attention
 
 CUDA_DIR = Path(__file__).resolve().parent.parent / "csrc" / "cuda"
@@ -128,7 +129,7 @@ def test_binding_compiles_against_torch_headers(tmp_path):
 
 
 def test_names_and_supported_inputs():
-    variant = custom_cuda_variant()
+    variant = attn.get_variant("custom_cuda")
     assert isinstance(variant, CustomCudaVariant)
     assert (variant.name, variant.title) == ("custom_cuda", "Custom CUDA kernel")
     assert variant.head_dims == (64, 128)
@@ -136,23 +137,23 @@ def test_names_and_supported_inputs():
 
 
 def test_cpu_is_unavailable_with_a_reason():
-    variant = custom_cuda_variant()
+    variant = CustomCudaVariant()
     reason = variant.why_unavailable("cpu")
-    assert isinstance(reason, str) and "NVIDIA GPUs only" in reason and "custom_cpu" in reason
+    assert isinstance(reason, str) and "NVIDIA GPUs only" in reason and "C++ op" in reason
     q = torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="custom_cpu"):
+    with pytest.raises(RuntimeError, match="C\\+\\+ op"):
         variant.forward(q, q, q)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a CUDA GPU")
 def test_cuda_is_unavailable_with_a_reason_on_this_machine():
-    reason = custom_cuda_variant().why_unavailable("cuda")
+    reason = CustomCudaVariant().why_unavailable("cuda")
     assert isinstance(reason, str) and len(reason.split()) >= 5  # a sentence, not a code
 
 
 def test_float32_is_refused_with_a_reason():
     # The dtype test comes before any question to the GPU, so it is answered on any machine.
-    reason = custom_cuda_variant()._why_unavailable(torch.device("cuda"), torch.float32)
+    reason = CustomCudaVariant()._why_unavailable(torch.device("cuda"), torch.float32)
     assert isinstance(reason, str) and "float32" in reason
 
 
@@ -164,7 +165,7 @@ def test_unavailable_when_the_cpu_library_it_extends_cannot_build(monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-x")
     monkeypatch.setattr(custom_ops, "_cuda_toolkit_problem", lambda: None)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    reason = custom_cuda_variant()._why_unavailable(torch.device("cuda"), torch.bfloat16)
+    reason = CustomCudaVariant()._why_unavailable(torch.device("cuda"), torch.bfloat16)
     assert "no-such-compiler-x" in reason
 
 
@@ -176,14 +177,14 @@ def test_unavailable_with_a_toolkit_torch_would_refuse(monkeypatch):
     monkeypatch.setattr(custom_ops, "_nvcc_version", lambda nvcc: "12.8")
     monkeypatch.setattr(custom_ops, "build_problem", lambda: None)  # a compiler and ninja are there
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
-    reason = custom_cuda_variant()._why_unavailable(torch.device("cuda"), torch.float16)
+    reason = CustomCudaVariant()._why_unavailable(torch.device("cuda"), torch.float16)
     assert "CUDA 12.8" in reason and "CUDA 13.0" in reason
 
 
 def test_rejects_head_dim_96():
     q = torch.zeros(1, 1, 4, 96, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="96"):
-        custom_cuda_variant().forward(q, q, q)
+        CustomCudaVariant().forward(q, q, q)
 
 
 # ---- on a GPU ----------------------------------------------------------------------------------
@@ -210,7 +211,7 @@ def _assert_close(out, q, k, v, *, is_causal):
 
 
 def _runnable(dtype=torch.bfloat16):
-    variant = custom_cuda_variant()
+    variant = CustomCudaVariant()
     reason = variant.why_unavailable("cuda", dtype)
     if reason is not None:
         pytest.skip(reason)

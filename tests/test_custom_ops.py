@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from attn import custom_ops
-from attn.custom_cpu import custom_cpu_variant
-from attn.custom_cuda import custom_cuda_variant
+from attn.custom_cpu import CustomCpuVariant
+from attn.custom_cuda import CustomCudaVariant
 from attn.reference import reference_attention
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,12 +133,12 @@ def _run_outside_the_checkout(python: Path, code: str, tmp_path: Path) -> dict:
 BUILD_AND_RUN = """
 import json, torch, attn
 from attn import custom_ops
-from attn.custom_cpu import custom_cpu_variant
+from attn.custom_cpu import CustomCpuVariant
 from attn.reference import reference_attention
 
 gen = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(1, 2, 7, 16, generator=gen) for _ in range(3))
-out = custom_cpu_variant().forward(q, k, v, is_causal=True)
+out = CustomCpuVariant().forward(q, k, v, is_causal=True)
 error = (out.double() - reference_attention(q, k, v, is_causal=True)).abs().max().item()
 print(json.dumps({"attn": attn.__file__, "csrc": str(custom_ops.CSRC), "error": error,
                   "library": str(custom_ops.library_path())}))
@@ -241,12 +241,12 @@ def test_failed_cuda_build_is_a_reason_and_leaves_the_cpu_op_working(
 
     # custom_cuda reports it where it would otherwise run (an sm_90 GPU) ...
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    assert custom_cuda_variant()._why_unavailable(torch.device("cuda"), torch.bfloat16) == reason
+    assert CustomCudaVariant()._why_unavailable(torch.device("cuda"), torch.bfloat16) == reason
     # ... and the CPU op, a library of its own, still works.
     assert custom_ops.build_problem() is None
-    assert custom_cpu_variant().why_unavailable("cpu") is None
+    assert CustomCpuVariant().why_unavailable("cpu") is None
     q, k, v = _qkv(1, 2, 9, 16)
-    out = custom_cpu_variant().forward(q, k, v)
+    out = CustomCpuVariant().forward(q, k, v)
     assert (out.double() - reference_attention(q, k, v)).abs().max().item() <= 1e-5
 
 
@@ -259,7 +259,7 @@ def test_loading_again_loads_the_same_library(fresh_build_state):
     custom_ops.load_ops()
     assert custom_ops.OPENMP in ([], ["-fopenmp"])  # torch got copies of the flags
     q, k, v = _qkv(1, 1, 5, 16)
-    out = custom_cpu_variant().forward(q, k, v)
+    out = CustomCpuVariant().forward(q, k, v)
     assert (out.double() - reference_attention(q, k, v)).abs().max().item() <= 1e-5
 
 
@@ -275,7 +275,7 @@ def test_failed_cpu_build_is_a_reason(monkeypatch, fresh_build_state):
     monkeypatch.setattr(cpp_extension, "load", load)
     monkeypatch.setattr(custom_ops, "_loaded", set())  # as before the first build
     monkeypatch.setattr(custom_ops, "_is_stale", lambda library: True)  # nothing built yet
-    variant = custom_cpu_variant()
+    variant = CustomCpuVariant()
     q, k, v = _qkv(1, 1, 4, 8)
     with pytest.raises(RuntimeError, match="torch/x.h"):
         variant.forward(q, k, v)

@@ -10,8 +10,9 @@ import sys
 import pytest
 import torch
 
+import attn
 import attn.custom_triton as custom_triton
-from attn.custom_triton import _attn_fwd_inner, custom_triton_variant, tl
+from attn.custom_triton import CustomTritonVariant, _attn_fwd_inner, tl
 from attn.reference import reference_attention
 
 needs_triton = pytest.mark.skipif(
@@ -165,7 +166,7 @@ def test_interpreter_still_gets_bf16_wrong(in_interpreter):
 @needs_triton
 def test_interpreter_bf16_is_unavailable_as_forward_then_says(monkeypatch):
     monkeypatch.setattr(custom_triton, "_INTERPRETED", True)
-    variant = custom_triton_variant()
+    variant = CustomTritonVariant()
     reason = variant._why_unavailable(torch.device("cuda"), torch.bfloat16)
     assert reason == custom_triton.INTERPRETER_BF16
     assert variant._why_unavailable(torch.device("cuda"), torch.float16) is None
@@ -253,7 +254,7 @@ def test_interpreted_row_whose_first_block_is_fully_masked(in_interpreter):
 
 def test_requires_grad_is_refused_before_any_device_problem():
     # The kernel has no backward; without the check the output would silently have no grad_fn.
-    variant = custom_triton_variant()
+    variant = CustomTritonVariant()
     q = torch.zeros(1, 1, 4, 64, dtype=torch.float16, requires_grad=True)
     k = torch.zeros(1, 1, 4, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"forward only, but q requires grad.*torch.no_grad"):
@@ -315,11 +316,11 @@ def test_compiles_for_nvidia_without_a_gpu(
 def test_rejects_head_dim_96():
     q = torch.zeros(1, 1, 4, 96, dtype=torch.float16)
     with pytest.raises(ValueError, match="96"):
-        custom_triton_variant().forward(q, q, q)
+        CustomTritonVariant().forward(q, q, q)
 
 
 def test_cpu_is_unavailable_with_a_reason():
-    variant = custom_triton_variant()
+    variant = attn.get_variant("custom_triton")
     assert (variant.name, variant.title) == ("custom_triton", "Custom Triton kernel")
     reason = variant.why_unavailable("cpu")
     assert isinstance(reason, str) and "TRITON_INTERPRET=1" in reason
@@ -334,7 +335,7 @@ def test_imports_without_triton(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton.language", None)
     module = _fresh_copy("_custom_triton_without_triton", monkeypatch)
     assert module.triton is None
-    reason = module.custom_triton_variant()._why_unavailable(torch.device("cuda"), torch.bfloat16)
+    reason = module.CustomTritonVariant()._why_unavailable(torch.device("cuda"), torch.bfloat16)
     assert "triton is not installed" in reason
 
 
@@ -342,7 +343,7 @@ def test_imports_without_triton(monkeypatch):
 def test_gpu_older_than_sm80_is_unavailable(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
-    reason = custom_triton_variant()._why_unavailable(torch.device("cuda"), torch.float16)
+    reason = CustomTritonVariant()._why_unavailable(torch.device("cuda"), torch.float16)
     assert "sm_80" in reason and "Tesla T4 is sm_75" in reason
 
 
@@ -355,7 +356,7 @@ GPU_SHAPES = [(1, 1), (127, 127), (257, 129), (129, 257), (1000, 1000)]
 @pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize(("seq_q", "seq_k"), GPU_SHAPES, ids=[f"{q}x{k}" for q, k in GPU_SHAPES])
 def test_gpu_matches_reference(seq_q, seq_k, is_causal, head_dim, dtype):
-    variant = custom_triton_variant()
+    variant = CustomTritonVariant()
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip(variant.why_unavailable("cuda", dtype))
     assert variant.why_unavailable("cuda", dtype) is None
@@ -366,7 +367,7 @@ def test_gpu_matches_reference(seq_q, seq_k, is_causal, head_dim, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_gpu_arbitrary_strides(dtype):
-    variant = custom_triton_variant()
+    variant = CustomTritonVariant()
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip(variant.why_unavailable("cuda", dtype))
     qkv = torch.randn(2, 300, 3, 4, 128, generator=torch.Generator().manual_seed(4))
@@ -378,5 +379,5 @@ def test_gpu_arbitrary_strides(dtype):
 def test_float32_is_unavailable_not_a_crash(monkeypatch):
     # The harness asks why_unavailable before it runs anything: fp32 must be answered there.
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    reason = custom_triton_variant()._why_unavailable(torch.device("cuda"), torch.float32)
+    reason = CustomTritonVariant()._why_unavailable(torch.device("cuda"), torch.float32)
     assert reason and "float32" in reason

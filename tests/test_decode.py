@@ -10,7 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import attn
 from attn.decode import GQA, causal_arguments
-from attn.decode_variant import check_gqa
+from attn.validation import check_qkv
 
 DECODE = ["decode_repeat_kv", "decode_enable_gqa"]
 TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 3e-2}
@@ -176,6 +176,10 @@ def test_bad_shapes_name_the_shapes(name, case):
     with pytest.raises(ValueError, match=words) as err:
         attn.get_variant(name).forward(q, k, v)
     assert str(tuple(q.shape)) in str(err.value)
+
+
+def check_gqa(q, k, v):
+    check_qkv(q, k, v, grouped=True)
 
 
 def test_check_gqa_accepts_fewer_kv_heads_and_rejects_the_rest():

@@ -4,12 +4,15 @@ checks that answer, a strict build, a repository link only when one is configure
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from test_docs_hook import hook  # the hook, loaded once as MkDocs loads it
+
+from attn import specs
+from attn.profiling import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").rglob("*.md")) + [p for p in [ROOT / "README.md"] if p.exists()]
@@ -123,27 +126,25 @@ def test_every_snippet_include_resolves(path):
                 )
 
 
-def load_hook():
-    spec = importlib.util.spec_from_file_location("profiles_hook", ROOT / "docs/hooks/profiles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_every_marker_names_a_known_variant():
-    hook = load_hook()
-    known = hook.variant_names(ROOT)
+def test_every_marker_names_a_known_variant_claim_or_figure():
+    known = specs.names()
     used = set()
     for path in DOCS:
         for m in hook.MARKER.finditer(path.read_text(encoding="utf-8")):
-            names = (m["args"] or "").split()
-            if m["kind"] == "-figure":
-                assert names and set(names) <= set(hook.FIGURES), f"{path}: {m[0]}"
+            kind, names = m["kind"], (m["args"] or "").split()
+            assert kind in hook.RENDERERS, f"{path.name}: {m[0]} is no marker the hook knows"
+            if kind == "profile-figure":
+                assert names and set(names) <= set(layout.FIGURES), f"{path}: {m[0]}"
                 continue
-            assert m["kind"] in ("-env", "-glance") or names, f"{path}: {m[0]} names no variant"
-            if m["kind"] == "-claim":  # VARIANT N, or benchmark N
-                assert len(names) == 2 and names[1].isdigit(), f"{path.name}: {m[0]}"
-                names = [] if names[0] == "benchmark" else names[:1]
+            if kind in ("profile-env", "profile-glance", "profile-chapters"):
+                assert not names, f"{path.name}: {m[0]} takes no arguments"
+                continue
+            assert names, f"{path}: {m[0]} names no variant"
+            if kind == "profile-claim":  # VARIANT KEY, the key of one of the spec's claims
+                assert len(names) == 2 and specs.claim(*names), (
+                    f"{path.name}: {m[0]}: no such claim"
+                )
+                names = names[:1]
             unknown = [n for n in names if n not in known]
             assert not unknown, f"{path.name}: {m[0]} names unknown variants {unknown}"
             used.update(names)
@@ -249,7 +250,6 @@ def test_guess_boxes_ask_and_do_not_answer():
 
 
 def test_every_guess_is_followed_by_evidence_and_a_check_that_answers_it():
-    hook = load_hook()
     for path in DOCS:
         text = path.read_text(encoding="utf-8")
         for box in guess_boxes(text):
@@ -262,7 +262,7 @@ def test_every_guess_is_followed_by_evidence_and_a_check_that_answers_it():
             name = evidence[1]
             answers = [
                 m for m in hook.MARKER.finditer(after[check.end() :])
-                if m["kind"] in ("-check", "-claim") and (m["args"] or "").split()[0] == name
+                if m["kind"] in ("profile-check", "profile-claim") and (m["args"] or "").split()[0] == name
             ]  # fmt: skip
             assert answers, f"{path.name}: Check your guess has no checked claim about {name}"
 
@@ -273,11 +273,21 @@ def test_no_page_uses_the_retired_claims_marker():
 
 
 @pytest.mark.parametrize(
-    "page", ["naive", "inplace", "sdpa", "custom-kernels", "reading-a-profile"]
+    "page",
+    [
+        "naive",
+        "inplace",
+        "sdpa",
+        "custom-kernels",
+        "reading-a-profile",
+        "compiled-and-flex",
+        "decoding",
+    ],
 )
 def test_every_claim_marker_renders_with_what_was_observed(site, page):
     text = (ROOT / "docs" / f"{page}.md").read_text(encoding="utf-8")
-    markers = re.findall(r"^\s*<!-- profile-claim: (\w+) (\d+) -->$", text, re.M)
+    markers = re.findall(r"^\s*<!-- profile-claim: (\w+) ([\w.-]+) -->$", text, re.M)
+    assert markers, f"{page}: no claim marker"
     raw, _ = page_text(site, page)
     titles = re.findall(r'<p class="admonition-title">(.*?)</p>\s*<p>(.*?)</p>', raw, re.S)
     observed = [body for _, body in titles if "(observed:" in body or "Not measured yet" in body]
@@ -285,6 +295,20 @@ def test_every_claim_marker_renders_with_what_was_observed(site, page):
         f"{page}: {len(markers)} markers, {len(observed)} rendered"
     )
     assert not re.search(r"<!-- profile", raw), f"{page}: a marker was left unexpanded"
+
+
+def test_the_home_page_links_every_page_of_the_nav_with_its_description(site):
+    raw, _ = page_text(site, "")
+    chapters = raw[raw.index('id="the-chapters"') : raw.index('id="quick-start"')]
+    pages = [item for entry in mkdocs_yml()["nav"] for item in entry.items()]
+    assert len(pages) > 8 and pages[0][1] == "index.md"
+    for title, path in pages[1:]:
+        url = re.sub(r"\.(md|ipynb)$", "/", path)
+        link = re.search(
+            rf'<a href="{re.escape(url)}">{re.escape(html.escape(title))}</a>: (\S[^<]*)', chapters
+        )
+        assert link, f"the home page's chapter list does not link {title!r} ({url})"
+        assert link[1].rstrip().endswith("."), f"{title!r}: no description after the link"
 
 
 def test_the_changed_line_of_in_place_is_highlighted(site):

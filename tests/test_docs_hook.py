@@ -1,7 +1,8 @@
-"""The docs hook on a fake profiles tree: tab order, reasons, claims, broken sets, files to copy.
+"""The docs hook on a fake profiles tree: tab order, reasons, claims by key, markers, files to copy.
 
 Each fake hardware set is what a profile run leaves: variant folders and an index.json manifest
-written by attn.profiling.layout, the same code a real run uses.
+written by attn.profiling.layout, the same code a real run uses. The hook is loaded here, once, as
+MkDocs loads it (by path, its folder on sys.path); the other docs tests import `hook` and `sets`.
 """
 
 from __future__ import annotations
@@ -19,21 +20,24 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 
+from attn import specs
 from attn.profiling import layout
-from attn.profiling.claims import BENCHMARK_CLAIMS, claims_for
 
 ROOT = Path(__file__).resolve().parents[1]
-KNOWN = ["naive", "inplace", "sdpa_math", "sdpa_efficient", "sdpa_flash", "sdpa_cudnn"]
+HOOKS = ROOT / "docs/hooks"
 
 
 def load_hook():
-    spec = importlib.util.spec_from_file_location("profiles_hook", ROOT / "docs/hooks/profiles.py")
+    """docs/hooks/profiles.py, loaded by path with its folder on sys.path, as MkDocs does."""
+    sys.path.insert(0, str(HOOKS))  # the hook imports profile_sets, beside it
+    spec = importlib.util.spec_from_file_location("profiles_hook", HOOKS / "profiles.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 hook = load_hook()
+sets = sys.modules["profile_sets"]
 
 TIMELINE = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
 TABLE = "| Name | Self CPU | CPU total | Calls |\n|---|---:|---:|---:|\n| `aten::bmm` | 1 ms | 1 ms | 6 |\n"
@@ -55,11 +59,11 @@ def _write(path: Path, data) -> None:
 
 
 def claims(variant: str, device_type: str, holds: list[bool | None]) -> list[dict]:
-    """The variant's real claim sentences about a device type, with made-up verdicts."""
-    texts = [c.text for c in claims_for(variant, device_type)]
+    """The first of the variant's real claims about a device type, with made-up verdicts."""
+    mine = [c for c in specs.spec(variant).trace_claims if c.device_type == device_type]
     return [
-        {"text": t, "holds": h, "observed": f"observed {i}"}
-        for i, (t, h) in enumerate(zip(texts, holds, strict=False))
+        {"key": c.key, "text": c.text, "holds": h, "observed": f"observed {i}"}
+        for i, (c, h) in enumerate(zip(mine, holds, strict=False))
     ]
 
 
@@ -124,23 +128,27 @@ def add_benchmark(folder: Path, rows: list[dict]) -> None:
     _write(folder / "benchmark.json", rows)
     _write(folder / "benchmark.svg", TIMELINE)
     layout.write_manifest(folder)
+    sets.hardware_sets.cache_clear()  # the hook reads a set once per build
 
 
 @pytest.fixture
 def profiles(tmp_path: Path) -> Path:
-    hook._state["sets"] = None  # the hook caches the sets of one build
     return write_fake_profiles(tmp_path / "profiles")
 
 
+def expand(text: str, page: str, profiles: Path, config: dict | None = None) -> str:
+    return hook.expand(text, page, profiles, config)
+
+
 def test_gpu_tabs_come_before_cpu_in_a_set_of_their_own(profiles):
-    out = hook.render_variant("naive", profiles, "naive.md")
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
     assert out.index('"NVIDIA H200"') < out.index('"CPU"\n')
     # `===!` starts a new tab set, so prose tabs right before or after never merge into it
-    assert out.startswith('===! "NVIDIA H200"') and '=== "CPU"' in out
+    assert out.startswith('\n===! "NVIDIA H200"') and '=== "CPU"' in out
 
 
 def test_available_tab_shows_environment_table_pictures_and_trace(profiles):
-    out = hook.render_variant("naive", profiles, "naive.md")
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
     assert "torch 2.13.0" in cpu and "2026-01-02" in cpu and "abc123def456" in cpu
     assert "    | `aten::bmm` | 1 ms | 1 ms | 6 |" in cpu  # the table, indented into the tab
@@ -155,54 +163,74 @@ def test_available_tab_shows_environment_table_pictures_and_trace(profiles):
         '[Open here](profiles/cpu/naive/trace.json.gz){ .md-button data-trace-viewer data-trace-range="attn_fwd" }'
         in cpu
     )
+    assert "Download: [trace.json.gz](profiles/cpu/naive/trace.json.gz) · [table.txt]" in cpu
     assert "5 kernels" in gpu and "1 DtoD memcpy" in gpu and "0 memset" in gpu
     assert "`ampere_bf16_s16816gemm`" in gpu and "CUDA 12.8" in gpu
 
 
 def test_links_are_relative_to_the_page(profiles):
-    out = hook.render_variant("naive", profiles, "chapters/naive.md")
+    out = expand("<!-- profile: naive -->", "chapters/naive.md", profiles)
     assert "(../profiles/cpu/naive/timeline.svg)" in out
 
 
 def test_unavailable_variant_shows_its_reason(profiles):
-    out = hook.render_variant("sdpa_cudnn", profiles, "sdpa.md")
+    out = expand("<!-- profile: sdpa_cudnn -->", "sdpa.md", profiles)
     cpu = out[out.index('"CPU"\n') :]
     assert '!!! note "Not available on CPU"' in cpu
     assert "The cudnn backend has no CPU kernel for float32 in torch 2.13.0." in cpu
     assert "timeline.svg" not in cpu
 
 
-def test_unknown_variant_fails_the_build_naming_page_and_marker(profiles):
-    with pytest.raises(PluginError, match=r"sdpa\.md.*'sdpa_magic'"):
-        hook.expand("text\n<!-- profile: sdpa_magic -->\n", "sdpa.md", profiles, KNOWN)
-    with pytest.raises(PluginError, match="sdpa_magic"):
-        hook.expand("<!-- profile-compare: naive sdpa_magic -->\n", "sdpa.md", profiles, KNOWN)
-    with pytest.raises(PluginError, match="sdpa_magic"):
-        hook.expand("<!-- profile-claim: sdpa_magic 0 -->\n", "sdpa.md", profiles, KNOWN)
+@pytest.mark.parametrize(
+    ("marker", "says"),
+    [
+        ("<!-- profile: sdpa_magic -->", r"sdpa\.md.*unknown variant 'sdpa_magic'.*naive"),
+        ("<!-- profile-compare: naive sdpa_magic -->", r"sdpa\.md.*'sdpa_magic'"),
+        ("<!-- profile-claim: sdpa_magic no-clone -->", r"sdpa\.md.*'sdpa_magic'"),
+        ("<!-- profile-diff: sdpa_magic naive -->", r"sdpa\.md.*'sdpa_magic'"),
+        ("<!-- profile: naive inplace -->", r"sdpa\.md.*takes 1 argument"),
+        ("<!-- profile-compare -->", r"sdpa\.md.*takes one or more"),
+        ("<!-- profile-env: cpu -->", r"sdpa\.md.*takes 0 argument"),
+        ("<!-- profile-glances -->", r"sdpa\.md: unknown marker.*profile-glance"),
+        ("<!-- profile-figure: roofline -->", r"sdpa\.md: unknown figure 'roofline'.*scaling"),
+    ],
+)
+def test_a_marker_that_cannot_render_fails_the_build_naming_the_page(profiles, marker, says):
+    with pytest.raises(PluginError, match=says):
+        expand(f"text\n{marker}\n", "sdpa.md", profiles)
 
 
 def test_known_variant_without_artifacts_gets_a_note_not_an_error(profiles):
-    out = hook.expand("<!-- profile: sdpa_flash -->\n", "sdpa.md", profiles, KNOWN)
+    out = expand("<!-- profile: sdpa_flash -->\n", "sdpa.md", profiles)
     assert "Not profiled yet" in out and "`sdpa_flash`" in out
-    hook._state["sets"] = None
-    empty = hook.expand("<!-- profile: naive -->\n", "naive.md", profiles.parent / "missing", KNOWN)
+    assert "[Reproduce](reproduce.md)" in out
+    empty = expand("<!-- profile: naive -->\n", "naive.md", profiles.parent / "missing")
     assert "Not profiled yet" in empty
 
 
 def test_only_markers_on_their_own_line_are_replaced(profiles):
     text = "Write `<!-- profile: naive -->` in a chapter.\n"
-    assert hook.expand(text, "reproduce.md", profiles, KNOWN) == text
+    assert expand(text, "reproduce.md", profiles) == text
 
 
 def test_compare_and_env_markers(profiles):
-    out = hook.expand("<!-- profile-compare: naive sdpa_cudnn -->\n", "sdpa.md", profiles, KNOWN)
+    out = expand("<!-- profile-compare: naive sdpa_cudnn -->\n", "sdpa.md", profiles)
     assert out.index('"NVIDIA H200"') < out.index('"CPU"\n')
     assert "| `sdpa_cudnn` | not available here |" in out
     cpu = out[out.index('"CPU"\n') :]
     assert "device time" not in cpu and "kernels" not in cpu  # columns a CPU set never fills
     assert "peak memory" in cpu
-    env = hook.expand("<!-- profile-env -->\n", "reproduce.md", profiles, KNOWN)
+    env = expand("<!-- profile-env -->\n", "reproduce.md", profiles)
     assert env.index("`profiles/nvidia-h200/`") < env.index("`profiles/cpu/`")
+
+
+def test_diff_marker_shows_the_diff_each_set_has(profiles):
+    _write(profiles / "cpu/diff/naive__sdpa_cudnn.json", {"markdown": "**What changed.**"})
+    layout.write_manifest(profiles / "cpu")
+    out = expand("<!-- profile-diff: naive sdpa_cudnn -->", "sdpa.md", profiles)
+    assert out.startswith('\n===! "CPU"\n\n    **What changed.**') and "H200" not in out
+    none = expand("<!-- profile-diff: sdpa_cudnn naive -->", "sdpa.md", profiles)
+    assert "Not profiled yet" in none and "a diff of `sdpa_cudnn` and `naive`" in none
 
 
 # --- claims ---------------------------------------------------------------------------------------
@@ -210,54 +238,62 @@ def test_compare_and_env_markers(profiles):
 
 def test_check_marker_lists_every_claim_per_set_with_what_was_observed(profiles):
     page = "## Check your guess\n\n<!-- profile-check: naive -->\n"
-    out = hook.expand(page, "naive.md", profiles, KNOWN)
+    out = expand(page, "naive.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
     assert "✓ **holds:** Masking clones the scores: `aten::clone` under `aten::masked_fill`." in cpu
     assert "<small>Observed: observed 0</small>" in cpu
     assert "✗ **does not hold:** 5 kernels per forward" in gpu
+    assert "Not checked yet" not in out  # both kinds of hardware ran it
 
 
 def test_check_marker_says_which_claims_no_set_has_checked(profiles):
     (profiles / "nvidia-h200" / "naive").rename(profiles / "naive-gone")
     layout.write_manifest(profiles / "nvidia-h200")
-    out = hook.expand("<!-- profile-check: naive -->\n", "naive.md", profiles, KNOWN)
+    out = expand("<!-- profile-check: naive -->\n", "naive.md", profiles)
     assert '!!! note "Not checked yet: naive"' in out
     assert "- On a GPU: 5 kernels per forward, plus one device-to-device Memcpy" in out
+    assert "Masking clones the scores" not in out.split("Not checked yet")[1]  # the CPU ran those
 
 
-def test_claim_marker_counts_cpu_sentences_then_gpu_ones(profiles):
-    cpu_texts = [c.text for c in claims_for("naive", "cpu")]
-    first = hook.expand("<!-- profile-claim: naive 0 -->\n", "naive.md", profiles, KNOWN)
+def test_a_claim_that_names_its_hardware_is_not_prefixed_twice(profiles):
+    out = expand("<!-- profile-check: flex_causal -->\n", "compiled-and-flex.md", profiles)
+    assert "- On a GPU, one generated Triton template kernel (triton_tem_) per forward." in out
+    assert "- On CPU: The first call, which compiles" in out
+    assert "On a GPU: On a GPU" not in out
+
+
+def test_claim_marker_names_the_claim_by_its_key(profiles):
+    first = expand("<!-- profile-claim: naive clone-under-masked-fill -->\n", "naive.md", profiles)
     assert (
         '!!! success "Masking clones the scores: `aten::clone` under `aten::masked_fill`."' in first
     )
     assert "✓ **holds** on CPU (observed: observed 0)" in first
     assert "NVIDIA H200" not in first  # a GPU set never checks a CPU sentence
-    gpu = hook.expand(
-        f"<!-- profile-claim: naive {len(cpu_texts)} -->\n", "naive.md", profiles, KNOWN
-    )
+    marker = "<!-- profile-claim: naive gpu-five-kernels-and-a-memcpy -->\n"
+    gpu = expand(marker, "naive.md", profiles)
     assert gpu.startswith('\n!!! warning "5 kernels per forward')
     assert "✗ **does not hold** on NVIDIA H200 (observed: observed 0)" in gpu
-    with pytest.raises(PluginError, match="no claim 99"):
-        hook.expand("<!-- profile-claim: naive 99 -->\n", "naive.md", profiles, KNOWN)
+
+
+def test_an_unknown_claim_key_fails_listing_the_keys(profiles):
+    with pytest.raises(PluginError) as e:
+        expand("<!-- profile-claim: naive 0 -->\n", "naive.md", profiles)
+    message = str(e.value)
+    assert message.startswith("naive.md: ") and "'naive' has no claim '0'" in message
+    assert all(c.key in message for c in specs.spec("naive").claims)
+
+
+def test_a_claim_no_set_has_checked_says_so(profiles):
+    out = expand("<!-- profile-claim: naive ops-follow-the-code -->\n", "naive.md", profiles)
+    assert out.startswith("\n!!! note \"The forward's own ops follow the code")
+    assert "Not checked yet: no profile set here has run it on such hardware." in out
 
 
 def test_claim_marker_keeps_the_indent_of_its_tab(profiles):
-    page = '=== "On CPU (our runs)"\n\n    Text.\n\n    <!-- profile-claim: naive 0 -->\n'
-    out = hook.expand(page, "naive.md", profiles, KNOWN)
+    page = '=== "On CPU (our runs)"\n\n    Text.\n\n    <!-- profile-claim: naive clone-under-masked-fill -->\n'
+    out = expand(page, "naive.md", profiles)
     assert '\n    !!! success "Masking clones' in out
     assert "\n        ✓ **holds** on CPU" in out
-
-
-def test_claim_sentences_not_in_the_manifest_yet_are_still_found(profiles):
-    manifest = json.loads((profiles / "cpu" / "index.json").read_text())
-    manifest["claims"] = {}  # a manifest written before the claims existed
-    (profiles / "cpu" / "index.json").write_text(json.dumps(manifest))
-    manifest = json.loads((profiles / "nvidia-h200" / "index.json").read_text())
-    manifest["claims"] = {}
-    (profiles / "nvidia-h200" / "index.json").write_text(json.dumps(manifest))
-    texts = hook.claim_sentences("naive", hook.hardware_sets(profiles))
-    assert texts[0] == claims_for("naive", "cpu")[0].text  # the sets' own evaluated claims
 
 
 BENCH = [
@@ -273,46 +309,20 @@ BENCH = [
 
 
 def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
-    index = next(i for i, c in enumerate(BENCHMARK_CLAIMS) if c.device_type == "cpu")
-    marker = f"<!-- profile-claim: benchmark {index} -->\n"
-    before = hook.expand(marker, "custom-kernels.md", profiles, KNOWN)
+    marker = "<!-- profile-claim: custom_cpu under-flash-causal -->\n"
+    before = expand(marker, "custom-kernels.md", profiles)
     assert before.startswith('\n!!! note "custom_cpu takes less time than sdpa_flash')
     assert "Not measured yet: no profile set here has a benchmark on a CPU." in before
     add_benchmark(profiles / "cpu", BENCH)
-    hook._state["sets"] = None
-    after = hook.expand(marker, "custom-kernels.md", profiles, KNOWN)
+    after = expand(marker, "custom-kernels.md", profiles)
     assert after.startswith('\n!!! success "custom_cpu takes less time')
     assert "✓ **holds** on CPU (observed: 0.75× (seq 512, head_dim 64)" in after
     assert "batch 1 × 8 heads" in after
-    with pytest.raises(PluginError, match="benchmark claims; no claim 99"):
-        hook.expand("<!-- profile-claim: benchmark 99 -->\n", "x.md", profiles, KNOWN)
-
-
-# --- broken sets ----------------------------------------------------------------------------------
-
-
-def test_a_file_the_manifest_lists_but_is_missing_fails_in_one_line(profiles):
-    (profiles / "cpu" / "naive" / "timeline.svg").unlink()
-    with pytest.raises(hook.BrokenSet, match=r"lists .*cpu/naive/timeline\.svg, which is missing"):
-        hook.hardware_sets(profiles)
-
-
-def test_a_folder_the_manifest_does_not_know_fails(profiles):
-    (profiles / "cpu" / "sdpa_magic").mkdir()
-    with pytest.raises(hook.BrokenSet, match=r"sdpa_magic/ is not in .*index\.json"):
-        hook.hardware_sets(profiles)
-
-
-def test_a_broken_trace_fails(profiles):
-    (profiles / "cpu" / "naive" / "trace.json.gz").write_bytes(b"not gzip")
-    with pytest.raises(hook.BrokenSet, match=r"naive/trace\.json\.gz is broken"):
-        hook.hardware_sets(profiles)
-
-
-def test_a_folder_without_a_manifest_is_not_a_set(profiles):
-    (profiles / "scratch").mkdir()
-    (profiles / "scratch" / "notes.txt").write_text("not a set")
-    assert [hw["slug"] for hw in hook.hardware_sets(profiles)] == ["nvidia-h200", "cpu"]
+    slower = expand("<!-- profile-claim: sdpa_math slower-than-inplace -->", "sdpa.md", profiles)
+    assert slower.startswith('\n!!! success "sdpa_math takes more time than the in-place module')
+    assert "(observed: sdpa_math ÷ inplace: 2.00× to 2.00× over 1 shapes" in slower
+    gpu = expand("<!-- profile-claim: custom_cuda gpu-within-2x-of-flash -->", "x.md", profiles)
+    assert "Not measured yet: no profile set here has a benchmark on a GPU." in gpu  # not the CPU's
 
 
 # --- files and the whole build --------------------------------------------------------------------
@@ -326,7 +336,7 @@ def test_artifacts_are_registered_as_site_files(profiles, tmp_path, monkeypatch)
         "site_name": "t",
         "docs_dir": str(tmp_path / "docs"),
         "site_dir": str(tmp_path / "site"),
-        "hooks": [str(ROOT / "docs/hooks/profiles.py")],
+        "hooks": [str(HOOKS / "profiles.py")],
     })  # fmt: skip
     assert config.validate() == ([], [])
     config = config.plugins.on_config(config)  # the events as MkDocs runs them
@@ -357,31 +367,48 @@ def test_strict_build_with_fake_profiles_copies_artifacts(profiles, tmp_path):
     assert 'src="../profiles/cpu/naive/timeline.svg"' in page
 
 
-def test_glance_marker_tabulates_every_variant_with_speedup(profiles):
-    hook._state["known"] = KNOWN
+def test_glance_marker_tabulates_every_variant_with_speedup_and_its_specs_lesson(profiles):
     (profiles / "nvidia-h200" / "overview.svg").write_text(TIMELINE)
     layout.write_manifest(profiles / "nvidia-h200")
-    out = hook.expand("<!-- profile-glance -->", "at-a-glance.md", profiles, KNOWN)
+    out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
-    assert "| `naive` | 5 | 1.23 ms | 456.0 µs | 1.00× |" in gpu
+    lesson = specs.spec("naive").lesson  # the summaries carry no lesson: the spec does
+    assert f"| `naive` | 5 | 1.23 ms | 456.0 µs | 1.00× | 3.0 MiB | {lesson} |" in gpu
+    assert f"speedup over {specs.REFERENCE}" in gpu
     assert "(profiles/nvidia-h200/overview.svg)" in gpu
-    assert "`sdpa_cudnn` | not available here" in cpu
+    assert (
+        f"`sdpa_cudnn` | not available here | – | – | – | {specs.spec('sdpa_cudnn').lesson}" in cpu
+    )
     assert "ATen ops / forward" in cpu and "device time" not in cpu
 
 
-def test_figure_marker_shows_the_picture_and_rejects_unknown_figures(profiles):
+def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
     (profiles / "cpu" / "scaling.svg").write_text(TIMELINE)
     (profiles / "cpu" / "scaling.json").write_text("[]")
     layout.write_manifest(profiles / "cpu")
-    out = hook.expand("<!-- profile-figure: scaling -->", "sdpa.md", profiles, KNOWN)
+    out = expand("<!-- profile-figure: scaling -->", "sdpa.md", profiles)
     assert "(profiles/cpu/scaling.svg)" in out and "(profiles/cpu/scaling.json)" in out
     assert "NVIDIA H200" not in out  # that set has no scaling picture
-    with pytest.raises(PluginError, match="unknown figure"):
-        hook.expand("<!-- profile-figure: roofline -->", "sdpa.md", profiles, KNOWN)
 
 
 def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     add_benchmark(profiles / "cpu", BENCH)
-    out = hook.expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles, KNOWN)
+    out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
+    assert f"| variant | time ÷ {specs.BENCHMARK_BASELINE} |" in out
     assert "| `custom_cpu` | 0.75 | 1 × 8 | 512 | 64 | yes | 150.0 µs | 0.1 |" in out
     assert "`inplace` |" not in out  # only our kernels get a ratio row
+
+
+def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp_path):
+    docs = tmp_path / "docs"
+    _write(docs / "index.md", "# Home\n\n<!-- profile-chapters -->\n")
+    _write(docs / "a.md", "---\ndescription: The first page.\n---\n\n# A\n")
+    _write(docs / "nb/b.ipynb", {"cells": [], "metadata": {"description": "A notebook."}})
+    nav = [{"Home": "index.md"}, {"Page A": "a.md"}, {"Notebook B": "nb/b.ipynb"}]
+    config = {"docs_dir": str(docs), "nav": nav}
+    out = expand("<!-- profile-chapters -->", "index.md", profiles, config)
+    assert out == "\n- [Page A](a.md): The first page.\n- [Notebook B](nb/b.ipynb): A notebook.\n"
+    _write(docs / "c.md", "# C, with no front matter\n")
+    nav.append({"Page C": "c.md"})
+    with pytest.raises(PluginError, match=r"^index\.md: c\.md, in the nav, has no description"):
+        expand("<!-- profile-chapters -->", "index.md", profiles, config)

@@ -1,17 +1,14 @@
-"""The docs hook refuses a broken profile set in one line naming the file, and publishes no rows
-without profiles."""
+"""docs/hooks/profile_sets.py: the docs hook refuses a broken profile set in one line naming the
+file, and publishes no rows without profiles. Each case breaks a copy of the committed CPU set."""
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from test_docs_hook import sets  # the hook's module, loaded once as MkDocs loads it
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("profiles_hook_sets", ROOT / "docs/hooks/profiles.py")
-hook = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hook)
 
 
 @pytest.fixture
@@ -24,15 +21,15 @@ def profiles(tmp_path):
 
 
 def refused(root: Path) -> str:
-    with pytest.raises(hook.BrokenSet) as e:
-        hook.hardware_sets(root)
+    with pytest.raises(sets.BrokenSet) as e:
+        sets.hardware_sets(root)
     message = str(e.value)
     assert "\n" not in message
     return message
 
 
 def test_the_committed_set_loads(profiles):
-    (cpu,) = hook.hardware_sets(profiles)
+    (cpu,) = sets.hardware_sets(profiles)
     assert cpu["summaries"]["naive"]["available"] is True
 
 
@@ -57,9 +54,12 @@ def test_a_time_that_is_not_a_number_is_refused(profiles):
     assert "cpu_time_us is 'fast'" in refused(profiles)
 
 
-def test_a_deleted_variant_folder_is_refused_not_drawn(profiles):
-    shutil.rmtree(profiles / "cpu/inplace")
-    assert "inplace/summary.json, which is missing" in refused(profiles)
+@pytest.mark.parametrize("gone", ["inplace", "naive/timeline.svg"])
+def test_a_file_the_manifest_lists_but_is_missing_is_refused_not_drawn(profiles, gone):
+    path = profiles / "cpu" / gone
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    missing = "inplace/summary.json" if gone == "inplace" else gone
+    assert f"index.json lists {profiles / 'cpu' / missing}, which is missing" in refused(profiles)
 
 
 def test_a_folder_copied_over_another_is_refused(profiles):
@@ -70,7 +70,7 @@ def test_a_folder_copied_over_another_is_refused(profiles):
 
 def test_a_folder_the_manifest_does_not_know_is_refused(profiles):
     shutil.copytree(profiles / "cpu/naive", profiles / "cpu/mystery")
-    assert "mystery/ is not in" in refused(profiles)
+    assert f"cpu/mystery/ is not in {profiles / 'cpu/index.json'}" in refused(profiles)
 
 
 @pytest.mark.parametrize(
@@ -97,4 +97,6 @@ def test_folders_without_a_manifest_are_not_sets(profiles):
     (profiles / "empty").mkdir()
     (profiles / "env-only").mkdir()
     (profiles / "env-only/environment.json").write_text('{"device_type": "cuda"}')
-    assert [h["slug"] for h in hook.hardware_sets(profiles)] == ["cpu"]
+    (profiles / "scratch").mkdir()
+    (profiles / "scratch/notes.txt").write_text("not a set")
+    assert [h["slug"] for h in sets.hardware_sets(profiles)] == ["cpu"]

@@ -6,6 +6,7 @@ checkout's `attn` package, matplotlib or rich. The custom-kernel example needs t
 package (the kernels are compiled from it), but never attn.profiling, matplotlib or rich.
 """
 
+import ast
 import gzip
 import json
 import os
@@ -18,10 +19,11 @@ import pytest
 import torch
 
 import attn
+from attn import specs
 from attn.custom_ops import build_problem
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "48", "--head-dim", "16"]
+TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--head-dim", "16"]
 
 # Run SCRIPT with ARGS as __main__, with imports fenced in. argv: HERE MODE SCRIPT ARGS...
 BOOTSTRAP = r"""
@@ -51,10 +53,30 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
+def imported_files(script: Path) -> list[str]:
+    """The attn/*.py files a script imports, and theirs in turn: what a reader copies with it."""
+    found: list[str] = []
+    todo = [script]
+    while todo:
+        tree = ast.parse(todo.pop().read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attn."):
+                name = node.module.replace(".", "/") + ".py"
+                if name not in found and (ROOT / name).is_file():
+                    found.append(name)
+                    todo.append(ROOT / name)
+    return found
+
+
+def needs_the_package(files: list[str]) -> bool:
+    """Our kernels are built from the installed package's csrc/: those examples run installed."""
+    return "attn/custom_ops.py" in files
+
+
 def run_copied(tmp_path: Path, script: str, files: list[str], args: list[str], mode="alone"):
     """Copy the example and its files into tmp_path (keeping attn/ paths) and run it there."""
     shutil.copy(ROOT / "examples" / script, tmp_path / script)
-    for name in files:
+    for name in files if mode == "alone" else []:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -72,35 +94,29 @@ def assert_recorded(run, folder: Path):
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no scratch left
 
 
-@pytest.mark.parametrize(
-    ("script", "files", "extra", "written"),
-    [
-        ("naive_attention.py", ["attn/naive.py"], [], "naive"),
-        ("inplace_attention.py", ["attn/inplace.py"], [], "inplace"),
-        ("sdpa_attention.py", ["attn/sdpa.py"], ["--backend", "math"], "sdpa_math"),
-        (
-            "sdpa_attention.py",
-            ["attn/sdpa.py"],
-            ["--backend", "flash", "--no-causal"],
-            "sdpa_flash",
-        ),
-    ],
-)
-def test_an_example_runs_copied_out_with_its_attention_file(
-    tmp_path, script, files, extra, written
-):
-    run = run_copied(tmp_path, script, files, [*TINY, *extra])
+def cpu_examples():
+    """(written folder, script, its flags) of every spec whose variant runs on the CPU, and the
+    Flex example's document mask, which no spec profiles."""
+    found = [
+        pytest.param(s.name, Path(s.example[0]).name, list(s.example[1:]), id=s.name)
+        for s in specs.SPECS
+        if attn.get_variant(s.name).why_unavailable("cpu") is None
+    ]
+    return [*found, pytest.param("flex_document", "flex_attention.py", ["--mask", "document"])]
+
+
+@pytest.mark.parametrize(("written", "script", "flags"), cpu_examples())
+def test_an_example_runs_copied_out_with_the_files_it_imports(tmp_path, written, script, flags):
+    files = imported_files(ROOT / "examples" / script)
+    mode = "installed" if needs_the_package(files) else "alone"
+    if mode == "installed" and build_problem() is not None:
+        pytest.skip(f"custom ops cannot be built: {build_problem()}")
+    shape = ["--kv-heads", "1", "--cache-len", "48"] if "--gqa" in flags else ["--seq", "48"]
+    run = run_copied(tmp_path, script, files, [*TINY, *shape, *flags], mode)
     assert_recorded(run, tmp_path / "runs" / written)
-
-
-@pytest.mark.skipif(
-    build_problem() is not None, reason=f"custom ops cannot be built: {build_problem()}"
-)
-def test_the_custom_kernel_example_runs_copied_out_with_the_installed_package(tmp_path):
-    run = run_copied(
-        tmp_path, "custom_kernel_attention.py", [], [*TINY, "--impl", "cpu"], mode="installed"
-    )
-    assert_recorded(run, tmp_path / "runs" / "custom_cpu")
+    if "--mask" in flags:  # compiled: the first calls are timed, and the compiled graph shows
+        assert "first call:" in run.stdout and "second call:" in run.stdout
+        assert "CompiledFxGraph" in run.stdout
 
 
 def test_an_example_refuses_a_backend_that_cannot_run_in_one_line(tmp_path):
@@ -158,3 +174,10 @@ def test_the_fence_really_keeps_the_checkout_out(tmp_path):
     """Without its attention file the copied example cannot import it: the fence holds."""
     run = run_copied(tmp_path, "naive_attention.py", [], TINY)
     assert run.returncode != 0 and "attn was not copied" in run.stderr
+    (tmp_path / "attn").mkdir()
+    (tmp_path / "script.py").write_text("import rich\n")
+    run = subprocess.run(
+        [sys.executable, "-c", BOOTSTRAP, str(tmp_path), "alone", "script.py"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode != 0 and "rich is not importable" in run.stderr

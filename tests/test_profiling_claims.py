@@ -6,19 +6,12 @@ from pathlib import Path
 import pytest
 
 import attn
-from attn.profiling import ProfileConfig
+from attn import specs
 from attn.profiling.analyze import summarize
 from attn.profiling.capture import capture
-from attn.profiling.claims import (
-    BENCHMARK_CLAIMS,
-    CLAIMS,
-    Evidence,
-    benchmark_shapes,
-    claims_for,
-    evaluate,
-    evaluate_benchmark,
-)
-from attn.profiling.trace import Event, Forward, forwards, load_trace, per_forward
+from attn.profiling.checks import BenchmarkEvidence, Evidence, benchmark_shapes, evaluate
+from attn.profiling.config import ProfileConfig
+from attn.profiling.trace import Trace, forwards, per_forward, read_trace
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu"
@@ -30,26 +23,39 @@ def evidence(trace):
     return Evidence(summary, fwds)
 
 
+def check(name: str, device_type: str, ev: Evidence) -> dict[str, dict]:
+    """The variant's trace claims about a device type, evaluated on `ev`, by key."""
+    results = evaluate(specs.spec(name).trace_claims, device_type, ev)
+    return {r["key"]: r for r in results}
+
+
+def at_scale(name: str) -> set[str]:
+    return {c.key for c in specs.spec(name).trace_claims if c.at_scale}
+
+
 @pytest.fixture(scope="module")
 def cpu_evidence():
     found = {}
-    for v in attn.variants():
-        if v.why_unavailable("cpu") is None and claims_for(v.name, "cpu"):
-            found[v.name] = evidence(capture(v, TINY)[0])
+    for spec in specs.SPECS:
+        variant = attn.get_variant(spec.name)
+        if variant.why_unavailable("cpu") is None and spec.inputs == "square":
+            found[spec.name] = evidence(capture(variant, TINY)[0])
     return found
 
 
-def test_every_variant_has_claims():
-    assert set(CLAIMS) == {v.name for v in attn.variants()}
+def test_every_variant_has_claims_with_keys_unique_within_it():
+    for spec in specs.SPECS:
+        keys = [c.key for c in spec.claims]
+        assert keys and len(keys) == len(set(keys)), spec.name
+        assert all(c.device_type in ("cpu", "cuda") for c in spec.claims), spec.name
 
 
 def test_every_cpu_claim_holds_on_a_fresh_tiny_run(cpu_evidence):
     assert {"naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu"} <= set(cpu_evidence)
     for name, ev in cpu_evidence.items():
-        at_scale = {c.text for c in claims_for(name, "cpu") if c.at_scale}
-        for result in evaluate(name, "cpu", ev):
+        for key, result in check(name, "cpu", ev).items():
             assert result["observed"]
-            if result["text"] in at_scale:  # a tiny run times noise; tile buffers outweigh scores
+            if key in at_scale(name):  # a tiny run times noise; tile buffers outweigh scores
                 assert result["holds"] is not None, (name, result)
                 continue
             assert result["holds"] is True, (name, result)
@@ -58,118 +64,123 @@ def test_every_cpu_claim_holds_on_a_fresh_tiny_run(cpu_evidence):
 def test_cpu_claims_fail_on_the_wrong_trace(cpu_evidence):
     # The in-place claim must not hold for the naive trace, and the reverse: the checks can fail.
     # (Both keep two score matrices at the peak: those claims hold on either trace, by design.)
-    assert evaluate("inplace", "cpu", cpu_evidence["naive"])[0]["holds"] is False
-    assert evaluate("naive", "cpu", cpu_evidence["inplace"])[0]["holds"] is False
-    speed = evaluate("naive", "cpu", cpu_evidence["inplace"])[1]  # no clone: nothing to time
+    assert check("inplace", "cpu", cpu_evidence["naive"])["no-clone"]["holds"] is False
+    on_inplace = check("naive", "cpu", cpu_evidence["inplace"])
+    assert on_inplace["clone-under-masked-fill"]["holds"] is False
+    speed = on_inplace["clone-costs-more-than-scale"]  # no clone: nothing to time
     assert speed["holds"] is None and "aten::clone" in speed["observed"]
-    copies = evaluate("naive", "cpu", cpu_evidence["inplace"])[5]  # only the scalar copy is left
+    copies = on_inplace["copy-row-adds-two-copies"]  # only the scalar copy is left
     assert copies["holds"] is False and copies["observed"] == "aten::copy_ of []; under aten::mul"
-    order = evaluate("naive", "cpu", cpu_evidence["inplace"])[6]  # masked_fill_, not masked_fill
+    order = on_inplace["ops-follow-the-code"]  # masked_fill_, not masked_fill
     assert order["holds"] is False and "aten::masked_fill_ → aten::softmax" in order["observed"]
-    assert not all(r["holds"] for r in evaluate("sdpa_flash", "cpu", cpu_evidence["sdpa_math"]))
-
-
-def peak_claim(name: str) -> int:
-    return next(i for i, c in enumerate(claims_for(name, "cpu")) if "Peak memory" in c.text)
+    flash = check("sdpa_flash", "cpu", cpu_evidence["sdpa_math"])
+    assert not all(r["holds"] for r in flash.values())
 
 
 def test_peak_claims_count_score_matrices(cpu_evidence):
     """Naive and in-place peak at two score matrices; SDPA flash never holds one at all."""
-    for name in ("naive", "inplace"):
-        result = evaluate(name, "cpu", cpu_evidence[name])[peak_claim(name)]
+    for name, key in (
+        ("naive", "peak-two-score-matrices"),
+        ("inplace", "peak-still-two-score-matrices"),
+    ):
+        result = check(name, "cpu", cpu_evidence[name])[key]
         assert result["holds"] is True and "× one score matrix" in result["observed"], result
     ev = cpu_evidence["naive"]
+    key = "peak-two-score-matrices"
     scores = 1 * 2 * 64 * 64 * 4  # TINY's [batch, heads, seq_q, seq_k] in float32
-    assert "[1, 2, 64, 64] float" in evaluate("naive", "cpu", ev)[peak_claim("naive")]["observed"]
+    assert "[1, 2, 64, 64] float" in check("naive", "cpu", ev)[key]["observed"]
     three = Evidence({**ev.summary, "peak_memory_bytes": 3 * scores + 100}, ev.forwards)
-    assert evaluate("naive", "cpu", three)[peak_claim("naive")]["holds"] is False
+    assert check("naive", "cpu", three)[key]["holds"] is False
     unrecorded = Evidence({**ev.summary, "peak_memory_bytes": None}, ev.forwards)
-    result = evaluate("naive", "cpu", unrecorded)[peak_claim("naive")]
+    result = check("naive", "cpu", unrecorded)[key]
     assert result["holds"] is None and "profile_memory" in result["observed"]
 
 
 def test_fused_peak_is_measured_against_the_score_matrix_q_and_k_imply(cpu_evidence):
     ev = cpu_evidence["sdpa_flash"]
-    scores = (
-        1 * 2 * 64 * 64 * 4
-    )  # no softmax to read: the fused op's q [1, 2, 64, 32], k [.., 64, 32]
-    claim = next(i for i, c in enumerate(claims_for("sdpa_flash", "cpu")) if "Peak" in c.text)
-    small = evaluate(
+    # No softmax to read: the fused op's q [1, 2, 64, 32] and k [.., 64, 32] imply the scores.
+    scores = 1 * 2 * 64 * 64 * 4
+    key = "peak-under-one-score-matrix"
+    small = check(
         "sdpa_flash", "cpu", Evidence({**ev.summary, "peak_memory_bytes": scores // 4}, ev.forwards)
     )
-    assert small[claim]["holds"] is True
-    assert "= 0.25 × one score matrix (0.0 MiB: [1, 2, 64, 64] float)" in small[claim]["observed"]
-    big = evaluate(
+    assert small[key]["holds"] is True
+    assert "= 0.25 × one score matrix (32 KiB: [1, 2, 64, 64] float)" in small[key]["observed"]
+    big = check(
         "sdpa_flash", "cpu", Evidence({**ev.summary, "peak_memory_bytes": scores}, ev.forwards)
     )
-    assert big[claim]["holds"] is False
+    assert big[key]["holds"] is False
 
 
 def test_math_claims_name_the_ops_that_touch_the_scores(cpu_evidence):
-    results = evaluate("sdpa_math", "cpu", cpu_evidence["sdpa_math"])
-    scales, passes = results[2], results[3]
+    results = check("sdpa_math", "cpu", cpu_evidence["sdpa_math"])
+    scales, passes = results["scales-q-and-k"], results["extra-passes-over-scores"]
     assert (
         scales["holds"] is True
         and scales["observed"] == "aten::mul inputs: [1, 2, 64, 32], [1, 2, 32, 64]"
     )
     assert passes["holds"] is True and "aten::add_ on [1, 2, 64, 64]" in passes["observed"]
     # The naive forward never adds a mask: the check can fail.
-    assert evaluate("sdpa_math", "cpu", cpu_evidence["naive"])[3]["holds"] is False
+    on_naive = check("sdpa_math", "cpu", cpu_evidence["naive"])
+    assert on_naive["extra-passes-over-scores"]["holds"] is False
 
 
-def op(name: str, ts: float, dur: float) -> Event:
-    return Event(name, "cpu_op", ts, dur, 1, 1, {})
+def cpu_forwards(*ranges: tuple[float, list[tuple[str, float, float]]]) -> list:
+    """Forwards of a made-up CPU trace: per attn_fwd range, its duration and (op, start, end)."""
+    events, start = [], 0.0
+    for dur, ops in ranges:
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": "attn_fwd", "ts": start, "dur": dur}
+        )
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": name, "ts": start + a, "dur": b - a}
+            for name, a, b in ops
+        ]
+        start += dur + 100
+    return Trace({"traceEvents": events}).forwards()
 
 
 def test_the_clone_and_scale_comparison_reads_both_ways():
     def naive_like(clone_us: float, mul_us: float) -> Evidence:
-        rng = Event("attn_fwd", "user_annotation", 0.0, 1000.0, 1, 1, {})
-        events = [op("aten::mul", 1, mul_us), op("aten::clone", 300, clone_us)]
-        return Evidence({}, [Forward(rng, events, []), Forward(rng, events, [])])
+        ops = [("aten::mul", 1, 1 + mul_us), ("aten::clone", 300, 300 + clone_us)]
+        return Evidence({}, cpu_forwards((1000.0, ops), (1000.0, ops)))
 
-    index = next(i for i, c in enumerate(claims_for("naive", "cpu")) if c.at_scale)
-    slow_clone = evaluate("naive", "cpu", naive_like(200.0, 50.0))[index]
+    key = "clone-costs-more-than-scale"
+    slow_clone = check("naive", "cpu", naive_like(200.0, 50.0))[key]
     assert slow_clone["holds"] is True
     assert slow_clone["observed"] == "aten::clone 200.0 µs, aten::mul 50.0 µs per forward (4.0×)"
-    assert evaluate("naive", "cpu", naive_like(20.0, 50.0))[index]["holds"] is False
+    assert check("naive", "cpu", naive_like(20.0, 50.0))[key]["holds"] is False
 
 
-@pytest.mark.parametrize("name", ["naive", "inplace", "sdpa_flash", "custom_cpu"])
+@pytest.mark.parametrize("name", [s.name for s in specs.SPECS if any(c.at_scale for c in s.claims)])
 def test_at_scale_claims_hold_on_the_committed_profile(name):
     """The committed runs (scores of 64 MiB): the clone well ahead of the scale step, the long
     gaps where score-sized tensors are freed, the fused ops' peak far under one score matrix."""
     if not (COMMITTED / name).is_dir():
         pytest.skip(f"no profiles/cpu/{name}/ in this checkout")
-    trace = load_trace(COMMITTED / name / "trace.json.gz")
-    results = evaluate(name, "cpu", Evidence(per_forward(trace), forwards(trace)))
-    at_scale = [r for r, c in zip(results, claims_for(name, "cpu"), strict=True) if c.at_scale]
-    assert at_scale and all(r["holds"] is True for r in at_scale), at_scale
-
-
-def gap_claim(name: str) -> int:
-    return next(i for i, c in enumerate(claims_for(name, "cpu")) if "gap" in c.text)
+    trace = read_trace(COMMITTED / name / "trace.json.gz")
+    results = check(name, "cpu", Evidence(per_forward(trace), trace.forwards()))
+    found = [results[key] for key in at_scale(name) if key in results]
+    assert found and all(r["holds"] is True for r in found), found
 
 
 def test_gap_claims_find_where_no_op_runs():
     # attn_fwd from 0 to 180 µs; gaps of 20 after masked_fill and 30 at the end, 1-2 elsewhere.
-    rng = Event("attn_fwd", "user_annotation", 0.0, 180.0, 1, 1, {})
     spans = [("aten::mul", 0, 10), ("aten::matmul", 12, 50), ("aten::masked_fill", 51, 80),
              ("aten::softmax", 100, 130), ("aten::matmul", 131, 150)]  # fmt: skip
-    events = [op(name, start, end - start) for name, start, end in spans]
-    ev = Evidence({}, [Forward(rng, events, [])])
-    naive = evaluate("naive", "cpu", ev)[gap_claim("naive")]
+    ev = Evidence({}, cpu_forwards((180.0, spans)))
+    naive = check("naive", "cpu", ev)["gaps-after-masking-and-at-end"]
     assert naive["holds"] is True
     assert naive["observed"] == (
         "54.0 µs per forward in no op (30% of attn_fwd); longest gaps: "
         "30.0 µs at the end, 20.0 µs after aten::masked_fill, 2.0 µs after aten::mul"
     )
     # In-place claims one long gap: a second one of 20 µs is not "one".
-    assert evaluate("inplace", "cpu", ev)[gap_claim("inplace")]["holds"] is False
-    lone = [op(name, start, end - start) for name, start, end in spans]
-    lone[3] = op("aten::softmax", 81, 49)  # no gap after masking
-    ev = Evidence({}, [Forward(rng, lone, [])])
-    assert evaluate("inplace", "cpu", ev)[gap_claim("inplace")]["holds"] is True
-    assert evaluate("naive", "cpu", ev)[gap_claim("naive")]["holds"] is False
+    assert check("inplace", "cpu", ev)["one-gap-at-end"]["holds"] is False
+    lone = [*spans[:3], ("aten::softmax", 81, 130), spans[4]]  # no gap after masking
+    ev = Evidence({}, cpu_forwards((180.0, lone)))
+    assert check("inplace", "cpu", ev)["one-gap-at-end"]["holds"] is True
+    assert check("naive", "cpu", ev)["gaps-after-masking-and-at-end"]["holds"] is False
 
 
 def bench_rows(ratios: dict[tuple[int, bool], float], math_over_inplace: float = 2.0) -> list[dict]:
@@ -186,40 +197,57 @@ def bench_rows(ratios: dict[tuple[int, bool], float], math_over_inplace: float =
     return rows
 
 
+def bench(rows: list[dict], device_type: str) -> dict[tuple[str, str], dict]:
+    """Every benchmark claim about a device type, checked on these rows, by (variant, key)."""
+    return {
+        (spec.name, r["key"]): r
+        for spec in specs.SPECS
+        for r in evaluate(spec.benchmark_claims, device_type, BenchmarkEvidence(spec.name, rows))
+    }
+
+
 def test_benchmark_claims_read_the_ratio_to_flash():
     rows = bench_rows({(512, True): 0.7, (4096, True): 0.9, (512, False): 1.1})
-    faster, within, math = evaluate_benchmark(rows, "cpu")
+    results = bench(rows, "cpu")
+    faster = results[("custom_cpu", "under-flash-causal")]
     assert faster["holds"] is True
     assert faster["observed"] == (
         "0.70× (seq 512, head_dim 64) to 0.90× (seq 4096, head_dim 64) over 2 causal shapes: "
         "batch 1 × 8 heads, seq 512 to 4096, head_dim 64"
     )
+    within = results[("custom_cpu", "within-1.25x-of-flash")]
     assert within["holds"] is True and "over 3 shapes" in within["observed"]
+    math = results[("sdpa_math", "slower-than-inplace")]
     assert math["holds"] is True and "2.00× to 2.00×" in math["observed"]
-    slow = evaluate_benchmark(bench_rows({(512, True): 1.3}, math_over_inplace=0.9), "cpu")
-    assert [r["holds"] for r in slow] == [False, False, False]
+    slow = bench(bench_rows({(512, True): 1.3}, math_over_inplace=0.9), "cpu")
+    assert [r["holds"] for r in slow.values()] == [False, False, False]
 
 
 def test_benchmark_claims_cannot_tell_without_rows():
-    assert all(r["holds"] is None for r in evaluate_benchmark([], "cpu"))
-    assert {c.device_type for c in BENCHMARK_CLAIMS} == {"cpu", "cuda"}
-    gpu = evaluate_benchmark(bench_rows({(512, True): 0.5}), "cuda")
-    assert [r["holds"] for r in gpu] == [None, None, True]  # no custom_cuda/triton rows here
+    assert all(r["holds"] is None for r in bench([], "cpu").values())
+    device_types = {c.device_type for s in specs.SPECS for c in s.benchmark_claims}
+    assert device_types == {"cpu", "cuda"}
+    gpu = bench(bench_rows({(512, True): 0.5}), "cuda")  # no custom_cuda/triton rows here
+    assert {key: r["holds"] for key, r in gpu.items()} == {
+        ("sdpa_math", "gpu-slower-than-inplace"): True,
+        ("custom_cuda", "gpu-within-2x-of-flash"): None,
+        ("custom_triton", "gpu-within-2x-of-flash"): None,
+    }
     assert benchmark_shapes([{"seq": 512, "head_dim": 64}]) == "seq 512, head_dim 64"
 
 
 def test_gpu_naive_claim_holds_on_the_fixture():
     ev = evidence(json.loads(FIXTURE.read_text()))
-    result = evaluate("naive", "cuda", ev)[0]
+    result = check("naive", "cuda", ev)["gpu-five-kernels-and-a-memcpy"]
     assert result["holds"] is True
     assert "5 kernels" in result["observed"] and "1 DtoD" in result["observed"]
 
 
 def test_gpu_claims_report_what_they_saw_when_they_fail():
     ev = evidence(json.loads(FIXTURE.read_text()))
-    inplace = evaluate("inplace", "cuda", ev)[0]
+    inplace = check("inplace", "cuda", ev)["gpu-five-kernels-no-memcpy"]
     assert inplace["holds"] is False and "1 DtoD" in inplace["observed"]
-    (flash,) = evaluate("sdpa_flash", "cuda", ev)
+    (flash,) = check("sdpa_flash", "cuda", ev).values()
     assert flash["holds"] is False and "5 kernel(s)" in flash["observed"]
 
 
@@ -240,7 +268,7 @@ def test_dtod_means_dtod():
         "Memcpy DtoD (Device -> Device)",
         "Memcpy HtoD (Pinned -> Device)",
     )
-    result = evaluate("naive", "cuda", evidence(trace))[0]
+    result = check("naive", "cuda", evidence(trace))["gpu-five-kernels-and-a-memcpy"]
     assert result["holds"] is False and "HtoD" in result["observed"]
 
 
@@ -252,7 +280,7 @@ def test_memsets_do_not_count_as_kernels():
     ]
     s = per_forward(trace)
     assert s["kernels_per_forward"] == 5 and s["memset_per_forward"] == 1
-    result = evaluate("inplace", "cuda", Evidence(s, forwards(trace)))[0]
+    result = check("inplace", "cuda", Evidence(s, forwards(trace)))["gpu-five-kernels-no-memcpy"]
     assert result["holds"] is True  # a cuBLAS-style memset does not break "5 kernels"
 
 
@@ -282,7 +310,7 @@ def test_flash_claim_matches_sdpa_flash_kernels_and_no_other(name, holds):
         if e.get("cat") not in ("kernel", "gpu_memcpy") or e["args"]["correlation"] in first
     ]
     fwds = forwards(trace)
-    (result,) = evaluate("sdpa_flash", "cuda", Evidence(per_forward(trace), fwds))
+    (result,) = check("sdpa_flash", "cuda", Evidence(per_forward(trace), fwds)).values()
     assert result["holds"] is holds, result
 
 
@@ -291,7 +319,7 @@ def test_a_claim_that_needs_shapes_says_they_were_not_recorded(cpu_evidence):
     for f in cpu_evidence["inplace"].forwards:
         for e in f.cpu_events:
             e.args.pop("Input Dims", None)
-    result = evaluate("inplace", "cpu", cpu_evidence["inplace"])[0]
+    result = check("inplace", "cpu", cpu_evidence["inplace"])["no-clone"]
     assert result["holds"] is None and "not recorded" in result["observed"]
 
 
@@ -301,14 +329,16 @@ def test_cudnn_claim_checks_the_launch_api():
     for e in trace["traceEvents"]:
         if e.get("name") == "cudaLaunchKernel":
             e["name"], e["cat"] = "cuLaunchKernelEx", "cuda_driver"
-    (result,) = evaluate("sdpa_cudnn", "cuda", evidence(trace))
+    (result,) = check("sdpa_cudnn", "cuda", evidence(trace)).values()
     assert not result["holds"]  # five generic kernels, none cudnn_generated
     assert "cuLaunchKernelEx" in result["observed"]
 
 
 def test_claims_are_only_about_their_device_type():
-    assert all(c.device_type == "cpu" for c in claims_for("naive", "cpu"))
-    assert evaluate("sdpa_efficient", "cpu", Evidence({}, [])) == []
+    results = evaluate(specs.spec("naive").trace_claims, "cpu", Evidence({}, []))
+    cpu_keys = {c.key for c in specs.spec("naive").trace_claims if c.device_type == "cpu"}
+    assert {r["key"] for r in results} == cpu_keys
+    assert check("sdpa_efficient", "cpu", Evidence({}, [])) == {}
 
 
 def test_committed_cpu_profiles_carry_claims_that_hold():
@@ -322,7 +352,10 @@ def test_committed_cpu_profiles_carry_claims_that_hold():
             checked[summary["variant"]] = summary["claims"]
     assert {"naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu"} <= set(checked)
     for name, claims in checked.items():
-        assert [c["text"] for c in claims] == [c.text for c in claims_for(name, "cpu")], name
+        expected = [
+            (c.key, c.text) for c in specs.spec(name).trace_claims if c.device_type == "cpu"
+        ]
+        assert [(c["key"], c["text"]) for c in claims] == expected, name
         assert all(c["holds"] is True and c["observed"] for c in claims), (name, claims)
 
 

@@ -88,13 +88,9 @@ def test_run_profiles_the_named_variants(tmp_path):
 
 
 def test_example_runs_the_script_and_analyses_its_trace(tmp_path):
-    script = str(ROOT / "examples" / "sdpa_attention.py")
     argv = [
         "example",
         "sdpa_math",
-        script,
-        "--backend",
-        "math",
         "--out",
         str(tmp_path),
         "--device",

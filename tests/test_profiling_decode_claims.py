@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 
 import attn
-from attn.profiling import ProfileConfig
+from attn import specs
 from attn.profiling.capture import capture
-from attn.profiling.claims import CLAIMS, Evidence
-from attn.profiling.decode_claims import DECODE_CLAIMS
-from attn.profiling.decoding import DecodeConfig
+from attn.profiling.checks import Evidence
+from attn.profiling.config import ProfileConfig
 from attn.profiling.trace import forwards, load_trace, per_forward
 
 ROOT = Path(__file__).resolve().parents[1]
 EQUAL_HEADS = ProfileConfig(
     batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32
 )  # as the shared tests
-GQA_STEP = DecodeConfig(batch=2, heads=8, kv_heads=2, seq_q=1, seq_k=256, head_dim=32,
+DECODE = specs.in_sweep("decoding")
+GQA_STEP = ProfileConfig(batch=2, heads=8, kv_heads=2, seq_q=1, seq_k=256, head_dim=32,
                         is_causal=False)  # fmt: skip
 
 
@@ -28,28 +28,28 @@ def evidence(trace):
 
 
 def check(name, device_type, ev):
-    return [(c.text, *c.check(ev)) for c in DECODE_CLAIMS[name] if c.device_type == device_type]
+    claims = specs.spec(name).trace_claims
+    return [(c.text, *c.check(ev)) for c in claims if c.device_type == device_type]
 
 
 @pytest.fixture(scope="module")
 def runs():
     return {
         (name, config): evidence(capture(attn.get_variant(name), config)[0])
-        for name in DECODE_CLAIMS
+        for name in DECODE
         for config in (EQUAL_HEADS, GQA_STEP)
     }
 
 
-def test_claims_name_registered_variants_and_are_merged():
-    assert set(DECODE_CLAIMS) == {"decode_repeat_kv", "decode_enable_gqa"}
-    assert all(attn.get_variant(name) for name in DECODE_CLAIMS)
-    assert all(CLAIMS[name] is DECODE_CLAIMS[name] for name in DECODE_CLAIMS)
-    for claims in DECODE_CLAIMS.values():
-        assert {c.device_type for c in claims} == {"cpu", "cuda"}
+def test_decode_variants_have_claims_about_both_devices():
+    assert DECODE == ["decode_repeat_kv", "decode_enable_gqa"]
+    for name in DECODE:
+        assert specs.spec(name).inputs == "decode"
+        assert {c.device_type for c in specs.spec(name).claims} == {"cpu", "cuda"}
 
 
 @pytest.mark.parametrize("config", [EQUAL_HEADS, GQA_STEP], ids=["equal_heads", "gqa_step"])
-@pytest.mark.parametrize("name", list(DECODE_CLAIMS))
+@pytest.mark.parametrize("name", DECODE)
 def test_every_cpu_claim_holds_on_its_own_run(runs, name, config):
     for text, holds, observed in check(name, "cpu", runs[(name, config)]):
         assert holds is True, (text, observed)

@@ -8,13 +8,12 @@ import pytest
 import torch
 
 import attn
+from attn import specs
 from attn.profiling import decoding, run
+from attn.profiling.config import ProfileConfig, config_for, decode_config
 from attn.profiling.decoding import (
-    DecodeConfig,
     bandwidth_probe,
     compute_probe,
-    config_for,
-    decode_config,
     expanded,
     groups_as_rows,
     implementations,
@@ -53,9 +52,7 @@ def test_sweep_rows_have_the_contract(rows):
         assert positive_finite(probe["ratio_to_copy"]) and positive_finite(probe["gb_per_s"])
     assert len(copy["samples_gb_per_s"]) == 2 and copy["gb_per_s"] == max(copy["samples_gb_per_s"])
     ways = implementations("cpu", torch.float32)
-    assert {"repeat_interleave + SDPA", "SDPA enable_gqa", "SDPA enable_gqa, math only"} <= set(
-        ways
-    )
+    assert {*specs.in_sweep("decoding"), "SDPA enable_gqa, math only"} <= set(ways)
     cells = {(r["impl"], r["batch"], r["cache_len"]) for r in steps}
     assert cells == {(w, b, n) for w in ways for b in (1, 2) for n in (8, 32)}
     for r in steps:
@@ -138,13 +135,17 @@ def test_expanded_keys_have_stride_zero_across_a_group():
 
 def test_decode_config_makes_gqa_inputs():
     config = decode_config("cpu")
-    assert isinstance(config, DecodeConfig) and config.seq_q == 1 and not config.is_causal
-    small = DecodeConfig(batch=2, heads=4, kv_heads=2, seq_q=1, seq_k=7, head_dim=8)
+    assert config.kv_heads and config.seq_q == 1 and not config.is_causal
+    small = ProfileConfig(batch=2, heads=4, kv_heads=2, seq_q=1, seq_k=7, head_dim=8)
     q, k, v = small.make_inputs()
     assert q.shape == (2, 4, 1, 8) and k.shape == v.shape == (2, 2, 7, 8)
     assert small.shape()["kv_heads"] == 2
-    assert config_for("naive", small) is small
-    assert isinstance(config_for("decode_repeat_kv", small), DecodeConfig)
+    for name in specs.names():
+        decoded = config_for(name, small)
+        if specs.spec(name).inputs == "decode":
+            assert decoded.kv_heads == decode_config("cpu").kv_heads and decoded.seq_q == 1
+        else:
+            assert decoded is small
     flags = run.example_flags(small)
     assert flags[flags.index("--kv-heads") + 1] == "2" and "--no-causal" not in flags
 

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 import attn
-from attn.profiling import ProfileConfig, layout
+from attn import specs
+from attn.profiling import layout
 from attn.profiling.analyze import write_artifacts
 from attn.profiling.capture import capture
-from attn.profiling.diff import PAIRS, diff, main, render_diff, write_diffs
+from attn.profiling.config import ProfileConfig
+from attn.profiling.diff import diff, main, render_diff, write_diffs
 from attn.profiling.trace import TraceFormatError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
@@ -182,7 +184,7 @@ def test_write_diffs_writes_the_pairs_that_ran(cpu_folders, tmp_path):
     assert not stale.exists()
     saved = json.loads(written[0].read_text())
     assert saved["headline"] == diff(hardware / "naive", hardware / "inplace")["headline"]
-    assert ("decode_repeat_kv", "decode_enable_gqa") in PAIRS
+    assert ("decode_repeat_kv", "decode_enable_gqa") in specs.diff_pairs()
     assert not [p for p in written[0].parent.iterdir() if p.name.startswith(".")]  # no scratch
 
 

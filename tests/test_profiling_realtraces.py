@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from attn import specs
 from attn.profiling import cli
-from attn.profiling.claims import Evidence, evaluate
+from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.trace import forwards, load_trace, per_forward
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -91,7 +92,8 @@ def test_flash_claim_matches_sdpa_flash_kernels_only():
     ]
     assert len(flash) == 4  # four layers, one SDPA call each
     # One range of 60 kernels is not "one kernel per forward": the claim fails, naming what it saw.
-    (claim,) = evaluate("sdpa_flash", "cuda", Evidence(per_forward(trace), steps))
+    claims = specs.spec("sdpa_flash").trace_claims
+    (claim,) = evaluate(claims, "cuda", Evidence(per_forward(trace), steps))
     assert claim["holds"] is False and "60 kernel(s)" in claim["observed"]
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import attn
-from attn.profiling import ProfileConfig, ProfilingError, finish_set, profile_variant
+from attn import specs
 from attn.profiling import analyze as analyze_module
 from attn.profiling import run as run_module
-from attn.profiling.claims import claims_for
+from attn.profiling.config import ProfileConfig
+from attn.profiling.run import ProfilingError, finish_set, profile_variant
 from attn.profiling.scrub import scrub_trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -213,7 +214,7 @@ def test_an_example_run_publishes_the_numbers_of_its_own_trace(tmp_path):
     )
     s = json.loads((folder / "summary.json").read_text())
     assert s["shape"]["seq_q"] == 64 and s["forwards"] == 3
-    at_scale = {c.text for c in claims_for("inplace", "cpu") if c.at_scale}  # not at a tiny shape
+    at_scale = {c.text for c in specs.spec("inplace").claims if c.at_scale}  # not at a tiny shape
     assert all(c["holds"] is True for c in s["claims"] if c["text"] not in at_scale)
     assert "Self CPU" in (folder / "table.txt").read_text()  # the example's own profiler table
     raw = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))

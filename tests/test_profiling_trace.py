@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 import attn
-from attn.profiling import ProfileConfig
 from attn.profiling.capture import capture
-from attn.profiling.trace import depths, events, forwards, per_forward, top_level
+from attn.profiling.config import ProfileConfig
+from attn.profiling.trace import Trace, depths, forwards, per_forward, top_level
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -131,5 +131,6 @@ def test_trace_without_forward_is_an_error():
 
 
 def test_events_skip_metadata(cuda_trace):
-    assert all(e.cat != "" or e.name for e in events(cuda_trace))
-    assert not any(e.name == "process_name" for e in events(cuda_trace))
+    table = Trace(cuda_trace)
+    assert all(cat != "" or name for cat, name in zip(table.cat, table.name, strict=True))
+    assert "process_name" not in table.name

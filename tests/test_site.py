@@ -15,6 +15,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from attn import specs
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "profiles"
 ARTIFACTS = {".svg", ".txt", ".json", ".md"}  # besides the gzip traces
@@ -122,7 +124,15 @@ def test_no_dead_internal_links_or_anchors(built_site):
 
 
 def test_the_files_a_chapter_tells_readers_to_copy_are_published_whole(built_site):
-    for name in ("examples/naive_attention.py", "attn/naive.py", "attn/inplace.py", "attn/sdpa.py"):
+    # Every spec's example script and the sources its chapter excerpts (what sources.py publishes).
+    names = {p for s in specs.SPECS for p in (s.example[0], *s.sources)}
+    assert {
+        "examples/naive_attention.py",
+        "attn/naive.py",
+        "attn/inplace.py",
+        "attn/sdpa.py",
+    } <= names
+    for name in sorted(names):
         published = built_site / name
         assert published.is_file(), name
         assert published.read_bytes() == (ROOT / name).read_bytes(), f"{name} is not the repo's"

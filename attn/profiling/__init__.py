@@ -1,15 +1,5 @@
-"""How we measure: record or read a trace, analyse it, check claims, draw, write the artifacts."""
+"""How we measure: record or read a trace, analyse it, check claims, draw, write the artifacts.
 
-from attn.profiling.config import ProfileConfig, default_config
-from attn.profiling.environment import hardware_slug
-from attn.profiling.run import ProfilingError, finish_set, profile_example, profile_variant
-
-__all__ = [
-    "ProfileConfig",
-    "ProfilingError",
-    "default_config",
-    "finish_set",
-    "hardware_slug",
-    "profile_example",
-    "profile_variant",
-]
+Import what you need from its module (`attn.profiling.run`, `attn.profiling.config`, ...): this
+package imports nothing itself, so that `attn.specs` can use `attn.profiling.checks` alone.
+"""

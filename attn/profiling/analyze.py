@@ -11,14 +11,15 @@ import gzip
 import json
 from pathlib import Path
 
+from attn import specs
 from attn.profiling import layout
 from attn.profiling.atomic import atomic_folder, write_json
-from attn.profiling.claims import Evidence, evaluate
+from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
 from attn.profiling.scrub import scrub_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
-from attn.profiling.trace import Forward, forwards, load_trace, per_forward
+from attn.profiling.trace import Forward, Trace, parse, per_forward, read_trace
 
 
 def device_name_of(trace: dict) -> str | None:
@@ -28,7 +29,7 @@ def device_name_of(trace: dict) -> str | None:
 
 
 def summarize(
-    trace: dict,
+    trace: dict | Trace,
     *,
     variant: str | None = None,
     device_type: str | None = None,
@@ -36,20 +37,23 @@ def summarize(
     base: dict | None = None,
 ) -> tuple[dict, list[Forward]]:
     """The summary of a trace (per-range counts and times, their means, claims) and its ranges."""
+    trace = parse(trace)
     measured = per_forward(trace, range_name)
     on_device = measured["kernels_per_forward"] is not None
     device_type = device_type or ("cuda" if on_device else "cpu")
     summary = {**(base or {}), "available": True, "device_type": device_type, **measured}
-    if FIRST_CALLS_KEY in trace:  # recorded by our harness beside the profiler's events
-        summary["first_calls_seconds"] = trace[FIRST_CALLS_KEY]
-    fwds = forwards(trace, range_name)
-    if variant is not None:
-        summary["claims"] = evaluate(variant, device_type, Evidence(summary, fwds))
+    if FIRST_CALLS_KEY in trace.raw:  # recorded by our harness beside the profiler's events
+        summary["first_calls_seconds"] = trace.raw[FIRST_CALLS_KEY]
+    fwds = trace.forwards(range_name)
+    spec = specs.spec(variant) if variant else None
+    if spec is not None:
+        summary.update(title=spec.title, lesson=spec.lesson)
+        summary["claims"] = evaluate(spec.trace_claims, device_type, Evidence(summary, fwds))
     return summary, fwds
 
 
 def write_artifacts(
-    trace: dict,
+    trace: dict | Trace,
     folder: Path,
     *,
     variant: str | None = None,
@@ -59,10 +63,11 @@ def write_artifacts(
     table_txt: str | None = None,
 ) -> dict:
     """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary."""
+    trace = parse(trace)
     summary, fwds = summarize(
         trace, variant=variant, device_type=device_type, range_name=range_name, base=base
     )
-    published = scrub_trace(trace)
+    published = scrub_trace(trace.raw)
     name = summary.get("variant") or Path(folder).name
     where = summary.get("device_name") or summary["device_type"]
     with atomic_folder(Path(folder)) as out:
@@ -73,16 +78,20 @@ def write_artifacts(
         if table_txt is not None:
             (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")
         title = f"{name} on {where}: one {summary['range']}"
-        draw_timeline(published, title, out / layout.TIMELINE, range_name=range_name)
+        draw_timeline(fwds, title, out / layout.TIMELINE)
         (out / layout.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+SPEC_FIELDS = ("claims", "title", "lesson")  # what a recheck refreshes; the numbers stay
 
 
 def recheck(root: Path, write: bool = True) -> list[dict]:
     """Re-evaluate the claims of every committed trace under root; update summaries that differ.
 
-    Runs nothing: a new claim reaches every hardware set whose traces are committed. Returns one
-    row per summary whose claims differ: {path, before, after}; with write=False, changes nothing.
+    Runs nothing: a new claim, or a spec's new title or lesson, reaches every hardware set whose
+    traces are committed. Returns one row per summary that differs: {path, before, after} (its
+    claims); with write=False, changes nothing.
     """
     changed = []
     for hw in layout.hardware_dirs(root):
@@ -91,7 +100,7 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
             summary = json.loads(path.read_text())
             if not summary.get("available") or not (vdir / layout.TRACE).is_file():
                 continue
-            trace = load_trace(vdir / layout.TRACE)
+            trace = read_trace(vdir / layout.TRACE)
             fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
                 trace,
                 variant=summary["variant"],
@@ -99,12 +108,11 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
                 range_name=summary.get("range"),
                 base=summary,
             )
-            if fresh.get("claims") != summary.get("claims"):
+            refreshed = {k: fresh[k] for k in SPEC_FIELDS if k in fresh}
+            if any(summary.get(k) != v for k, v in refreshed.items()):
                 changed.append(
-                    {"path": path, "before": summary.get("claims"), "after": fresh["claims"]}
+                    {"path": path, "before": summary.get("claims"), "after": fresh.get("claims")}
                 )
                 if write:
-                    write_json(path, {**summary, "claims": fresh["claims"]})
-        if write and any(row["path"].parent.parent == hw for row in changed):
-            layout.write_manifest(hw)  # it lists every claim's sentence
+                    write_json(path, {**summary, **refreshed})
     return changed

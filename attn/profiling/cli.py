@@ -1,7 +1,7 @@
 """python -m attn.profiling: record, analyse and re-check profiles.
 
 run      [--variants NAME...] [shape flags]      profile variants here into OUT/<hardware>/
-example  VARIANT SCRIPT [its flags] [shape flags] run an example, analyse the trace it wrote
+example  [VARIANT...] [shape flags]              run variants' examples, analyse their traces
 analyze  TRACE... [--range NAME] [--variant NAME] --out DIR
                                                  any Kineto trace -> summary, tables, timeline
 recheck  [ROOT] [--check]                        re-evaluate claims on committed traces
@@ -18,18 +18,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import attn
+from attn import specs
 from attn.profiling import layout
 from attn.profiling.analyze import device_name_of, recheck, write_artifacts
-from attn.profiling.config import DTYPES, ProfileConfig, default_config, default_device
-from attn.profiling.decoding import config_for
+from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
 from attn.profiling.diff import main as diff_main
-from attn.profiling.flags import device, out_folder, positive
+from attn.profiling.flags import device, out_folder, positive, variant_name
 from attn.profiling.run import ProfilingError, finish_set, profile_example, profile_variant
-from attn.profiling.trace import TraceFormatError, load_trace
+from attn.profiling.trace import TraceFormatError, read_trace
+
+CHECKOUT = Path(attn.__file__).resolve().parents[1]  # where examples/ is, in a checkout
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,49 +72,34 @@ def config_from(args: argparse.Namespace) -> ProfileConfig:
     return ProfileConfig(**{**base.__dict__, **{k: v for k, v in given.items() if v is not None}})
 
 
-def _progress(console: Console) -> Progress:
+def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
+    """`profile(variant, its config)` for each named variant under a progress bar, then the set's
+    files and a report; a variant that fails is reported and the others still run."""
+    folders, failed = [], []
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
     ]
-    return Progress(*columns, console=console, transient=True)
-
-
-def run(
-    names: Sequence[str],
-    config: ProfileConfig,
-    out: Path,
-    console: Console,
-    screenshot: bool = False,
-) -> list[Path]:
-    """Profile each named variant with a progress bar; returns their artifact folders."""
-    folders = []
-    with _progress(console) as progress:
-        task = progress.add_task("profiling", total=len(names))
-        for name in names:
-            progress.update(task, description=f"profiling {name}")
-            variant_config = config_for(name, config)  # a decode step for the decoding variants
-            folders.append(
-                profile_variant(attn.get_variant(name), variant_config, out, screenshot=screenshot)
-            )
-            progress.advance(task)
+    with Progress(*columns, console=console, transient=True) as progress:
+        for name in progress.track(names, description="profiling"):
+            progress.update(progress.tasks[0].id, description=f"profiling {name}")
+            try:  # a decode step for the decoding variants
+                folders.append(profile(attn.get_variant(name), config_for(name, config)))
+            except ProfilingError as exc:
+                failed.append(str(exc))
     finish_set(out, config.device)
-    return folders
+    report(folders, console)
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def report(folders: Sequence[Path], console: Console) -> None:
     """One row per variant: times and counts from its summary; then where the artifacts are."""
-    table = Table(
-        "variant",
-        "CPU µs/fwd",
-        "device µs/fwd",
-        "ATen ops/fwd",
-        "kernels/fwd",
-        "memcpy/fwd",
-        "memset/fwd",
-    )
+    columns = ("CPU µs", "device µs", "ATen ops", "kernels", "memcpy", "memset")
+    table = Table("variant", *(f"{c}/fwd" for c in columns))
     fmt = lambda x: "-" if x is None else f"{x:,.1f}"  # noqa: E731
     unavailable = []
     for folder in folders:
@@ -139,25 +126,22 @@ def report(folders: Sequence[Path], console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    folders = run(args.variants, config_from(args), args.out, console, not args.no_screenshot)
-    report(folders, console)
-    return 0
+    shot = not args.no_screenshot
+    profile = lambda variant, config: profile_variant(variant, config, args.out, screenshot=shot)  # noqa: E731
+    return run(args.variants, profile, config_from(args), args.out, console)
 
 
-def cmd_example(args: argparse.Namespace, console: Console, script_flags: list[str]) -> int:
-    config = config_for(args.variant, config_from(args))
-    variant = attn.get_variant(args.variant)
-    console.print(f"running {args.script} {' '.join(script_flags)} for {variant.name}")
-    folder = profile_example(
-        variant,
-        [str(args.script), *script_flags],
-        config,
-        args.out,
-        screenshot=not args.no_screenshot,
-    )
-    finish_set(args.out, config.device)
-    report([folder], console)
-    return 0
+def cmd_example(args: argparse.Namespace, console: Console) -> int:
+    """Run each variant's example script (its spec names it and its flags), analyse each trace."""
+
+    def profile(variant, config):
+        path, *flags = specs.spec(variant.name).example
+        if not (CHECKOUT / path).is_file():
+            raise ProfilingError(f"{path} is not here: the examples live in the repository")
+        script = [str(CHECKOUT / path), *flags]
+        return profile_example(variant, script, config, args.out, screenshot=not args.no_screenshot)
+
+    return run(args.variants or specs.names(), profile, config_from(args), args.out, console)
 
 
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
@@ -165,9 +149,9 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
         raise SystemExit("error: --variant names one variant: give one trace with it")
     folders = []
     for path in args.traces:
-        trace = load_trace(path)
+        trace = read_trace(path)
         name = args.variant or path.name.split(".")[0]
-        base = {"variant": name, "source": path.name, "device_name": device_name_of(trace)}
+        base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
         folder = args.out / name
         try:
             write_artifacts(trace, folder, variant=args.variant, base=base, range_name=args.range)
@@ -203,21 +187,23 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m attn.profiling", description=__doc__.splitlines()[0]
     )
     sub = p.add_subparsers(dest="command", required=True)
-    names = [v.name for v in attn.variants()]
+    names = specs.names()
 
     run_p = sub.add_parser("run", help="profile variants on this machine")
     add_run_arguments(run_p)
     run_p.add_argument(
-        "--variants", nargs="+", choices=names, default=names, metavar="NAME",
+        "--variants", nargs="+", type=variant_name, default=names, metavar="NAME",
         help=f"variants to profile (default: all): {', '.join(names)}",
     )  # fmt: skip
 
-    ex_p = sub.add_parser("example", help="run an example script and analyse the trace it wrote")
+    ex_p = sub.add_parser(
+        "example", help="run variants' example scripts (from a checkout), analyse their traces"
+    )
     add_run_arguments(ex_p)
     ex_p.add_argument(
-        "variant", choices=names, metavar="VARIANT", help="the variant the run profiles"
-    )
-    ex_p.add_argument("script", type=Path, help="the example, e.g. examples/sdpa_attention.py")
+        "variants", nargs="*", type=variant_name, metavar="VARIANT",
+        help="whose examples to run (default: every variant's)",
+    )  # fmt: skip
 
     an_p = sub.add_parser("analyze", help="analyse any Kineto trace (.json or .json.gz)")
     an_p.add_argument("traces", nargs="+", type=Path, metavar="TRACE")
@@ -226,7 +212,7 @@ def parser() -> argparse.ArgumentParser:
         help="range name (a trailing * matches a prefix); default attn_fwd, else ProfilerStep#N",
     )
     an_p.add_argument(
-        "--variant", choices=names, metavar="NAME", help="check this variant's claims"
+        "--variant", type=variant_name, metavar="NAME", help="check this variant's claims"
     )
     an_p.add_argument("--out", type=out_folder, required=True, help="writes OUT/<name>/")
 
@@ -264,15 +250,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     p = parser()
-    args, extra = p.parse_known_args(argv)
-    if extra and args.command != "example":
-        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = p.parse_args(argv)
     console = Console(stderr=True)
     try:
         if args.command == "run":
             return cmd_run(args, console)
         if args.command == "example":
-            return cmd_example(args, console, extra)
+            return cmd_example(args, console)
         if args.command == "analyze":
             return cmd_analyze(args, console)
         if args.command == "diff":

@@ -1,4 +1,4 @@
-"""What to profile: device, shape, dtype and masking of one run."""
+"""What to profile: device, shape, dtype and masking of one run, and the inputs it makes."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ import dataclasses
 
 import torch
 
+from attn import specs
 from attn.profiling.environment import is_gpu
 
 # The seconds of a run's first two calls, before profiling (a compiled variant compiles there):
 # kept in the trace under this key, beside the profiler's own top-level keys.
 FIRST_CALLS_KEY = "attn_first_calls_seconds"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# A decode step: 32 query heads over 8 KV heads (Llama-style grouped-query attention), head_dim 64.
+DECODE_HEADS, DECODE_KV_HEADS, DECODE_HEAD_DIM = 32, 8, 64
 
 
 @dataclasses.dataclass(frozen=True)
 class ProfileConfig:
-    """One profiling run's inputs. Defaults per device come from `default_config`."""
+    """One profiling run's inputs. Defaults per device come from `default_config`.
+
+    `kv_heads` gives k and v fewer heads than q (grouped-query attention); None: as many as q.
+    """
 
     device: str = "cpu"
     batch: int = 2
@@ -27,29 +33,32 @@ class ProfileConfig:
     dtype: str = "float32"
     is_causal: bool = True
     seed: int = 0
+    kv_heads: int | None = None
 
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
     def shape(self) -> dict[str, int]:
-        return {
+        shape = {
             "batch": self.batch,
             "heads": self.heads,
             "seq_q": self.seq_q,
             "seq_k": self.seq_k,
             "head_dim": self.head_dim,
         }
+        return shape if self.kv_heads is None else {**shape, "kv_heads": self.kv_heads}
 
     def make_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Seeded q, k, v on the device, [batch, heads, seq, head_dim]."""
+        """Seeded q [batch, heads, seq_q, d] and k, v [batch, kv_heads, seq_k, d] on the device."""
         gen = torch.Generator().manual_seed(self.seed)
 
-        def rand(seq: int) -> torch.Tensor:
-            t = torch.randn(self.batch, self.heads, seq, self.head_dim, generator=gen)
+        def rand(heads: int, seq: int) -> torch.Tensor:
+            t = torch.randn(self.batch, heads, seq, self.head_dim, generator=gen)
             return t.to(self.device, self.torch_dtype)
 
-        return rand(self.seq_q), rand(self.seq_k), rand(self.seq_k)
+        kv_heads = self.heads if self.kv_heads is None else self.kv_heads
+        return rand(self.heads, self.seq_q), rand(kv_heads, self.seq_k), rand(kv_heads, self.seq_k)
 
 
 def default_device() -> str:
@@ -62,3 +71,29 @@ def default_config(device: str) -> ProfileConfig:
     if is_gpu(device):
         return ProfileConfig(device=device, batch=8, heads=16, dtype="bfloat16")
     return ProfileConfig(device=device)
+
+
+def decode_config(device: str) -> ProfileConfig:
+    """One decode step: one new token per sequence against a KV cache of 4k keys (batch 4, fp32)
+    on CPU, 16k keys (batch 8, bf16) on a GPU."""
+    gpu = is_gpu(device)
+    return ProfileConfig(
+        device=device,
+        batch=8 if gpu else 4,
+        heads=DECODE_HEADS,
+        seq_q=1,
+        seq_k=16384 if gpu else 4096,
+        head_dim=DECODE_HEAD_DIM,
+        dtype="bfloat16" if gpu else "float32",
+        is_causal=False,
+        kv_heads=DECODE_KV_HEADS,
+    )
+
+
+def config_for(variant: str, config: ProfileConfig) -> ProfileConfig:
+    """The config to profile `variant` with: a decode step (in config's dtype) for a variant whose
+    spec takes decode inputs, else `config` itself."""
+    spec = specs.spec(variant)
+    if spec is None or spec.inputs != "decode":
+        return config
+    return dataclasses.replace(decode_config(config.device), dtype=config.dtype)

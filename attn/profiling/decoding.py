@@ -15,28 +15,33 @@ Writes `<out>/<hardware>/decoding.json` (rows) and `decoding.svg`, each replaced
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import math
 import statistics
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
 import attn
-from attn.profiling import layout
-from attn.profiling.config import DTYPES, ProfileConfig, default_device
-from attn.profiling.environment import device_name, hardware_slug, is_gpu
-from attn.profiling.flags import device, out_folder, positive
+from attn import specs
+from attn.profiling import sweep as sweeps
+from attn.profiling.config import (
+    DECODE_HEAD_DIM,
+    DECODE_HEADS,
+    DECODE_KV_HEADS,
+    DTYPES,
+    ProfileConfig,
+)
+from attn.profiling.environment import device_name, is_gpu
+from attn.profiling.flags import positive
+from attn.profiling.timing import time_side_by_side
+from attn.sdpa import BACKENDS
 
 STEM = "decoding"
-HEADS, KV_HEADS, HEAD_DIM = 32, 8, 64
 LENGTHS = {
     "cpu": (16, 64, 256, 1024, 4096, 16384, 32768),
     "cuda": (64, 256, 1024, 4096, 16384, 65536),
@@ -46,67 +51,6 @@ PROBE_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}  # well past the last-leve
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
 CELL_SECONDS = 0.25  # time spent on each way at each (batch, L): enough calls for a stable best
 SLOW_SECONDS = 0.3  # a way whose step took longer than this is not run at longer caches
-DECODE_VARIANTS = ("decode_repeat_kv", "decode_enable_gqa")
-
-
-# --- the shape the decoding variants are profiled at ----------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeConfig(ProfileConfig):
-    """A ProfileConfig whose k and v have `kv_heads` heads (grouped-query attention)."""
-
-    kv_heads: int = KV_HEADS
-
-    def shape(self) -> dict[str, int]:
-        return {**super().shape(), "kv_heads": self.kv_heads}
-
-    def make_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Seeded q [batch, heads, seq_q, d] and k, v [batch, kv_heads, seq_k, d] on the device."""
-        gen = torch.Generator().manual_seed(self.seed)
-
-        def rand(heads: int, seq: int) -> torch.Tensor:
-            t = torch.randn(self.batch, heads, seq, self.head_dim, generator=gen)
-            return t.to(self.device, self.torch_dtype)
-
-        return (
-            rand(self.heads, self.seq_q),
-            rand(self.kv_heads, self.seq_k),
-            rand(self.kv_heads, self.seq_k),
-        )
-
-
-def decode_config(device: str) -> DecodeConfig:
-    """One decode step: 32 query heads over 8 KV heads; a 4k cache on CPU, 16k in bf16 on a GPU."""
-    if is_gpu(device):
-        return DecodeConfig(
-            device=device,
-            batch=8,
-            heads=HEADS,
-            seq_q=1,
-            seq_k=16384,
-            head_dim=HEAD_DIM,
-            dtype="bfloat16",
-            is_causal=False,
-        )
-    return DecodeConfig(
-        device=device,
-        batch=4,
-        heads=HEADS,
-        seq_q=1,
-        seq_k=4096,
-        head_dim=HEAD_DIM,
-        dtype="float32",
-        is_causal=False,
-    )
-
-
-def config_for(variant: str, config: ProfileConfig) -> ProfileConfig:
-    """The config to profile `variant` with: a decode step for the decoding variants, else `config`."""
-    if variant not in DECODE_VARIANTS:
-        return config
-    base = decode_config(config.device)
-    return dataclasses.replace(base, dtype=config.dtype) if config.dtype else base
 
 
 # --- the ways to compute a decode step -------------------------------------------------------------
@@ -149,27 +93,29 @@ def expanded(variant: attn.Variant) -> Step:
     return step
 
 
-def pinned_gqa(backend: SDPBackend) -> Step:
+def pinned_gqa(backend: str) -> Step:
     def step(q, k, v):
-        with sdpa_kernel(backend):
+        with sdpa_kernel(BACKENDS[backend]):
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
     return step
 
 
+def whole_step(variant: attn.Variant) -> Step:
+    return lambda q, k, v: variant.forward(q, k, v, is_causal=False)
+
+
 def implementations(device: str, dtype: torch.dtype) -> dict[str, Step]:
-    """Every way that runs here on a tiny GQA step, by label; each checked against the first."""
-    repeat, gqa = (attn.get_variant(n) for n in DECODE_VARIANTS)
-    found: dict[str, Step] = {
-        "repeat_interleave + SDPA": lambda q, k, v: repeat.forward(q, k, v, is_causal=False),
-        "SDPA enable_gqa": lambda q, k, v: gqa.forward(q, k, v, is_causal=False),
-    }
+    """Every way that runs here on a tiny GQA step, by label; each checked against the last of the
+    decoding variants (SDPA with enable_gqa)."""
+    found = {name: whole_step(attn.get_variant(name)) for name in specs.in_sweep("decoding")}
+    reference = list(found.values())[-1]
     backends = ["math"] if not is_gpu(device) else ["flash", "efficient", "cudnn", "math"]
     for name in backends:
-        found[f"SDPA enable_gqa, {name} only"] = pinned_gqa(getattr(SDPBackend, _BACKEND[name]))
-    for name in ("custom_cpu", "custom_cuda", "custom_triton"):
-        variant = attn.get_variant(name)
-        if variant.why_unavailable(device, dtype) is None:
+        found[f"SDPA enable_gqa, {name} only"] = pinned_gqa(name)
+    for name in specs.in_sweep("benchmark"):
+        spec, variant = specs.spec(name), attn.get_variant(name)
+        if spec.ratio and variant.why_unavailable(device, dtype) is None:
             found[f"{name}, groups as rows"] = groups_as_rows(variant)
             found[f"{name}, K/V expanded (stride 0)"] = expanded(variant)
     q, k, v = make_step(device, dtype, batch=1, cache_len=16, heads=4, kv_heads=2, head_dim=64)
@@ -177,7 +123,7 @@ def implementations(device: str, dtype: torch.dtype) -> dict[str, Step]:
     # torch warns why each rejected backend cannot run; the ways that fail are simply left out.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected = found["SDPA enable_gqa"](q, k, v).float()
+        expected = reference(q, k, v).float()
         for label, step in found.items():
             try:
                 out = step(q, k, v)
@@ -188,74 +134,31 @@ def implementations(device: str, dtype: torch.dtype) -> dict[str, Step]:
     return usable
 
 
-_BACKEND = {
-    "math": "MATH",
-    "flash": "FLASH_ATTENTION",
-    "efficient": "EFFICIENT_ATTENTION",
-    "cudnn": "CUDNN_ATTENTION",
-}
-
-
 def make_step(
     device: str,
     dtype: torch.dtype,
     *,
     batch: int,
     cache_len: int,
-    heads: int = HEADS,
-    kv_heads: int = KV_HEADS,
-    head_dim: int = HEAD_DIM,
+    heads: int = DECODE_HEADS,
+    kv_heads: int = DECODE_KV_HEADS,
+    head_dim: int = DECODE_HEAD_DIM,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q [batch, heads, 1, d] and the cache k, v [batch, kv_heads, cache_len, d], seeded."""
-    gen = torch.Generator(device=device).manual_seed(0)
-    q = torch.randn(batch, heads, 1, head_dim, generator=gen, device=device, dtype=dtype)
-    k, v = (
-        torch.randn(batch, kv_heads, cache_len, head_dim, generator=gen, device=device, dtype=dtype)
-        for _ in range(2)
-    )
-    return q, k, v
+    dtype_name = str(dtype).removeprefix("torch.")
+    return ProfileConfig(
+        device=device, batch=batch, heads=heads, seq_q=1, seq_k=cache_len, head_dim=head_dim,
+        dtype=dtype_name, is_causal=False, kv_heads=kv_heads,
+    ).make_inputs()  # fmt: skip
 
 
 # --- timing ------------------------------------------------------------------------------------------
 
 
-def _seconds(fn: Callable[[], object], device: str) -> float:
-    if is_gpu(device):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def time_side_by_side(
-    calls: dict[str, Callable[[], object]],
-    device: str,
-    *,
-    budget_s: float = CELL_SECONDS,
-    min_rounds: int = 3,
-    max_rounds: int = 30,
-) -> dict[str, dict]:
-    """Each call timed in turn, round by round, after one warm-up: {label: {best_s, median_s, n}}.
-
-    Interleaving spreads the machine's drift over every way alike. The best of the rounds is the
-    call least disturbed by the rest of a shared machine; the median is kept beside it.
-    """
-    times: dict[str, list[float]] = {label: [] for label in calls}
-    with torch.no_grad():
-        for fn in calls.values():
-            fn()
-        spent = 0.0
-        for round_ in range(max_rounds):
-            for label, fn in calls.items():
-                times[label].append(_seconds(fn, device))
-            spent = sum(sum(t) for t in times.values())
-            if round_ + 1 >= min_rounds and spent >= budget_s * len(calls):
-                break
+def timed(calls: dict[str, Callable[[], object]], device: str, budget_s: float) -> dict[str, dict]:
+    """Each call timed side by side: {label: {best_s, median_s, n}}. The best of the rounds is the
+    call least disturbed by the rest of a shared machine; the median is kept beside it."""
+    times = time_side_by_side(calls, device, budget_s=budget_s)
     return {
         label: {"best_s": min(t), "median_s": statistics.median(t), "n": len(t)}
         for label, t in times.items()
@@ -266,15 +169,10 @@ def bandwidth_probe(device: str, nbytes: int, dtype: torch.dtype = torch.float32
     """A copy of a tensor of `nbytes`: bytes read plus bytes written, per second."""
     src = torch.ones(max(nbytes // _size(dtype), 1), device=device, dtype=dtype)
     dst = torch.empty_like(src)
-    timed = time_side_by_side({"copy": lambda: dst.copy_(src)}, device, budget_s=0.3)["copy"]
+    copy = timed({"copy": lambda: dst.copy_(src)}, device, 0.3)["copy"]
     moved = 2 * src.nbytes
-    return {
-        "kind": "ceiling",
-        "name": "copy",
-        "bytes": moved,
-        **_times(timed),
-        "gb_per_s": moved / timed["best_s"] / 1e9,
-    }
+    rate = moved / copy["best_s"] / 1e9
+    return {"kind": "ceiling", "name": "copy", "bytes": moved, **_times(copy), "gb_per_s": rate}
 
 
 def read_probe(device: str, nbytes: int, name: str = "read") -> dict:
@@ -284,28 +182,24 @@ def read_probe(device: str, nbytes: int, name: str = "read") -> dict:
     faster a step is whose K and V stay in the CPU's caches from one step to the next.
     """
     src = torch.ones(max(nbytes // 4, 1), device=device)
-    timed = time_side_by_side({name: lambda: src.sum()}, device, budget_s=0.3)[name]
-    return {
-        "kind": "probe",
-        "name": name,
-        "bytes": src.nbytes,
-        **_times(timed),
-        "gb_per_s": src.nbytes / timed["best_s"] / 1e9,
-    }
+    read = timed({name: lambda: src.sum()}, device, 0.3)[name]
+    rate = src.nbytes / read["best_s"] / 1e9
+    return {"kind": "probe", "name": name, "bytes": src.nbytes, **_times(read), "gb_per_s": rate}
 
 
 def compute_probe(device: str, n: int, dtype: torch.dtype) -> dict:
     """A square matmul of size n in the decode dtype: floating-point operations per second."""
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
     out = torch.empty(n, n, device=device, dtype=dtype)
-    timed = time_side_by_side({"mm": lambda: torch.mm(a, b, out=out)}, device, budget_s=0.3)["mm"]
+    timed_mm = timed({"mm": lambda: torch.mm(a, b, out=out)}, device, 0.3)["mm"]
     flops = 2 * n**3
+    rate = flops / timed_mm["best_s"] / 1e9
     return {
         "kind": "ceiling",
         "name": "matmul",
         "flops": flops,
-        **_times(timed),
-        "gflop_per_s": flops / timed["best_s"] / 1e9,
+        **_times(timed_mm),
+        "gflop_per_s": rate,
     }
 
 
@@ -313,12 +207,9 @@ def _size(dtype: torch.dtype) -> int:
     return torch.empty(0, dtype=dtype).element_size()
 
 
-def _times(timed: dict) -> dict:
-    return {
-        "time_us": timed["best_s"] * 1e6,
-        "median_us": timed["median_s"] * 1e6,
-        "calls": timed["n"],
-    }
+def _times(result: dict) -> dict:
+    best, median = result["best_s"] * 1e6, result["median_s"] * 1e6
+    return {"time_us": best, "median_us": median, "calls": result["n"]}
 
 
 # --- the sweep ---------------------------------------------------------------------------------------
@@ -330,9 +221,9 @@ def sweep(
     batches: tuple[int, ...],
     *,
     dtype: torch.dtype | None = None,
-    heads: int = HEADS,
-    kv_heads: int = KV_HEADS,
-    head_dim: int = HEAD_DIM,
+    heads: int = DECODE_HEADS,
+    kv_heads: int = DECODE_KV_HEADS,
+    head_dim: int = DECODE_HEAD_DIM,
     probe_bytes: int | None = None,
     matmul_n: int | None = None,
     budget_s: float = CELL_SECONDS,
@@ -356,22 +247,10 @@ def sweep(
         raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
 
     before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads or before)
     try:
-        return _sweep(
-            device,
-            lengths,
-            batches,
-            dtype,
-            heads,
-            kv_heads,
-            head_dim,
-            probe_bytes,
-            matmul_n,
-            budget_s,
-            say,
-        )
+        return _sweep(device, lengths, batches, dtype, heads, kv_heads, head_dim, probe_bytes,
+                      matmul_n, budget_s, say)  # fmt: skip
     finally:
         torch.set_num_threads(before)
 
@@ -392,49 +271,32 @@ def _sweep(
         slow: set[str] = set()
         for cache_len in (1, *lengths):
             say(f"batch {batch}, cache {cache_len}")
-            q, k, v = make_step(
-                device,
-                dtype,
-                batch=batch,
-                cache_len=cache_len,
-                heads=heads,
-                kv_heads=kv_heads,
-                head_dim=head_dim,
-            )
+            q, k, v = make_step(device, dtype, batch=batch, cache_len=cache_len, heads=heads,
+                                kv_heads=kv_heads, head_dim=head_dim)  # fmt: skip
             run = {label: ways[label] for label in ways if label not in slow}
-            timed = time_side_by_side(
+            results = timed(
                 {label: (lambda s=step, qkv=(q, k, v): s(*qkv)) for label, step in run.items()},
                 device,
-                budget_s=budget_s,
+                budget_s,
             )
             kv_bytes = 2 * batch * kv_heads * cache_len * head_dim * es
             flops = 4 * batch * heads * cache_len * head_dim  # q.k and p.v, 2 per multiply-add
-            for label, t in timed.items():
+            for label, t in results.items():
                 if cache_len == 1:
                     floor[label] = t["best_s"]
                     continue
                 if t["best_s"] > SLOW_SECONDS:
                     slow.add(label)
-                rows.append(
-                    {
-                        "kind": "step",
-                        "impl": label,
-                        "batch": batch,
-                        "cache_len": cache_len,
-                        "heads": heads,
-                        "kv_heads": kv_heads,
-                        "head_dim": head_dim,
-                        "dtype": str(dtype).removeprefix("torch."),
-                        **_times(t),
-                        "kv_bytes": kv_bytes,
-                        "flops": flops,
-                        "intensity": flops / kv_bytes,
-                        "gb_per_s": kv_bytes / t["best_s"] / 1e9,
-                        "gflop_per_s": flops / t["best_s"] / 1e9,
-                        "overhead_us": floor[label] * 1e6,
-                        "overhead_share": min(floor[label] / t["best_s"], 1.0),
-                    }
-                )
+                rows.append({
+                    "kind": "step", "impl": label, "batch": batch, "cache_len": cache_len,
+                    "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+                    "dtype": str(dtype).removeprefix("torch."), **_times(t),
+                    "kv_bytes": kv_bytes, "flops": flops, "intensity": flops / kv_bytes,
+                    "gb_per_s": kv_bytes / t["best_s"] / 1e9,
+                    "gflop_per_s": flops / t["best_s"] / 1e9,
+                    "overhead_us": floor[label] * 1e6,
+                    "overhead_share": min(floor[label] / t["best_s"], 1.0),
+                })  # fmt: skip
             del q, k, v
     say("ceilings again")
     copies.append(bandwidth_probe(device, probe_bytes))
@@ -479,24 +341,11 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     """Left: a roofline (intensity against FLOP/s) with the measured ceilings; right: achieved
     bandwidth as a fraction of the copy ceiling against cache length, the overhead-bound steps
     marked. 7.2 in wide, no font under 8.5 pt."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    plt.rcParams.update(
-        {
-            "svg.fonttype": "none",
-            "svg.hashsalt": "attention-profiled",
-            "font.size": 9,
-            "axes.titlesize": 9.5,
-            "axes.labelsize": 9,
-            "xtick.labelsize": 8.5,
-            "ytick.labelsize": 8.5,
-            "legend.fontsize": 8.5,
-        }
-    )
+    from attn.profiling.plot import figure, save
+
     copy, matmul = ceilings(rows)
     steps = [r for r in rows if r["kind"] == "step"]
     impls = list(dict.fromkeys(r["impl"] for r in steps))
@@ -506,7 +355,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     big = max((r["batch"] for r in steps), default=1)
     small = min((r["batch"] for r in steps), default=1)
 
-    fig, (ax_r, ax_b) = plt.subplots(1, 2, figsize=(7.2, 4.1), gridspec_kw={"wspace": 0.32})
+    fig, (ax_r, ax_b) = figure(4.1, font_pt=9, ncols=2, gridspec_kw={"wspace": 0.32})
     # Roofline: the memory roof bw * x and the compute roof, both measured here.
     bw = copy["gb_per_s"]
     peak = matmul["gflop_per_s"]
@@ -517,15 +366,8 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     ridge = peak / bw  # FLOP per byte where the two roofs meet
     ax_r.axvline(ridge, color="#777777", lw=0.8, ls=":")
     ax_r.text(ridge, peak / 30, f" ridge\n {ridge:.3g}", fontsize=8.5, va="top")
-    ax_r.text(
-        0.03,
-        0.97,
-        f"roofs measured in this run:\ncopy {bw:.3g} GB/s\nmatmul {peak:.3g} GFLOP/s",
-        transform=ax_r.transAxes,
-        ha="left",
-        va="top",
-        fontsize=8.5,
-    )
+    roofs = f"roofs measured in this run:\ncopy {bw:.3g} GB/s\nmatmul {peak:.3g} GFLOP/s"
+    ax_r.text(0.03, 0.97, roofs, transform=ax_r.transAxes, ha="left", va="top", fontsize=8.5)
     lengths = sorted({r["cache_len"] for r in steps})
     for i, name in enumerate(impls):
         color, marker = style[name]
@@ -535,22 +377,15 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
         longest = max((r["cache_len"] for r in mine), default=0)
         for r in mine:
             filled = r["cache_len"] == longest
-            ax_r.scatter(
-                r["intensity"] * shift,
-                r["gflop_per_s"],
-                s=22,
-                marker=marker,
-                color=color if filled else "none",
-                edgecolors=color,
-                linewidths=0.9,
-                zorder=3,
-            )
+            ax_r.scatter(r["intensity"] * shift, r["gflop_per_s"], s=22, marker=marker,
+                         color=color if filled else "none", edgecolors=color, linewidths=0.9,
+                         zorder=3)  # fmt: skip
     ax_r.set_xscale("log")
     ax_r.set_yscale("log")
     ax_r.set_xlim(x_lo, x_hi)
     ax_r.set_xlabel("arithmetic intensity (FLOP per byte of K and V)")
     ax_r.set_ylabel("achieved GFLOP/s")
-    ax_r.set_title(f"Roofline, batch {big}: filled = longest cache run", loc="left")
+    ax_r.set_title(f"Roofline, batch {big}: filled = longest cache run", loc="left", fontsize=9.5)
     ax_r.grid(True, which="major", lw=0.3, alpha=0.5)
 
     # Achieved bandwidth / copy ceiling against cache length.
@@ -563,54 +398,28 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
             )
             if not mine:
                 continue
-            ax_b.plot(
-                [r["cache_len"] for r in mine],
-                [r["bandwidth_ratio"] for r in mine],
-                ls=ls,
-                marker=marker,
-                ms=4,
-                color=color,
-                lw=1.1,
-                label=name if batch == big else None,
-            )
-            for r in mine:
-                if r["overhead_share"] >= 0.5:  # a length-1 cache costs half the step or more
-                    ax_b.scatter(
-                        r["cache_len"],
-                        r["bandwidth_ratio"],
-                        s=70,
-                        marker="o",
-                        facecolors="none",
-                        edgecolors="#999999",
-                        lw=0.8,
-                        zorder=1,
-                    )
+            xs, ratios = [r["cache_len"] for r in mine], [r["bandwidth_ratio"] for r in mine]
+            ax_b.plot(xs, ratios, ls=ls, marker=marker, ms=4, color=color, lw=1.1,
+                      label=name if batch == big else None)  # fmt: skip
+            ringed = [r for r in mine if r["overhead_share"] >= 0.5]  # one key: half the step
+            ax_b.scatter([r["cache_len"] for r in ringed], [r["bandwidth_ratio"] for r in ringed],
+                         s=70, marker="o", facecolors="none", edgecolors="#999999", lw=0.8,
+                         zorder=1)  # fmt: skip
     ax_b.axhline(1.0, color="black", lw=1.0)
-    ax_b.annotate(
-        "copy ceiling",
-        (lengths[-1] if lengths else 1, 1.0),
-        xytext=(0, -11),
-        ha="right",
-        textcoords="offset points",
-        fontsize=8.5,
-    )
+    ax_b.annotate("copy ceiling", (lengths[-1] if lengths else 1, 1.0), xytext=(0, -11),
+                  ha="right", textcoords="offset points", fontsize=8.5)  # fmt: skip
     for r in (r for r in rows if r["kind"] == "probe"):
         # Reading alone, from memory and from a cache-sized tensor: what a step could reach.
         ax_b.axhline(r["ratio_to_copy"], color="#555555", lw=0.9, ls="--")
-        ax_b.annotate(
-            f"sum of {r['bytes'] / 2**20:g} MiB",
-            (lengths[0] if lengths else 1, r["ratio_to_copy"]),
-            xytext=(0, 2),
-            textcoords="offset points",
-            fontsize=8.5,
-            color="#555555",
-        )
+        ax_b.annotate(f"sum of {r['bytes'] / 2**20:g} MiB", (lengths[0] if lengths else 1,
+                      r["ratio_to_copy"]), xytext=(0, 2), textcoords="offset points",
+                      fontsize=8.5, color="#555555")  # fmt: skip
     ax_b.set_xscale("log", base=2)
     ax_b.set_yscale("log")
     ax_b.set_xlabel("cache length L (keys)")
     ax_b.set_ylabel("bytes of K, V per second ÷ copy ceiling")
     dotted = f"; dotted: batch {small}" if big != small else ""
-    ax_b.set_title(f"Bandwidth, solid: batch {big}{dotted}", loc="left")
+    ax_b.set_title(f"Bandwidth, solid: batch {big}{dotted}", loc="left", fontsize=9.5)
     ax_b.grid(True, which="major", lw=0.3, alpha=0.5)
     # Plain tick labels: mathtext exponents (10^-2) would print below the 8.5 pt minimum.
     for axis in (ax_r.xaxis, ax_r.yaxis, ax_b.yaxis):
@@ -618,20 +427,14 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
         axis.set_minor_formatter(NullFormatter())
     ax_b.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _keys(x)))
     handles, labels = ax_b.get_legend_handles_labels()
-    ring = plt.Line2D([], [], marker="o", ls="", mfc="none", mec="#999999", ms=8)
-    fig.legend(
-        handles + [ring],
-        labels + ["overhead ≥ half the step (ringed)"],
-        loc="lower center",
-        ncol=2,
-        frameon=False,
-        bbox_to_anchor=(0.5, 0.0),
-    )
+    ring = Line2D([], [], marker="o", ls="", mfc="none", mec="#999999", ms=8)
+    labels.append("overhead ≥ half the step (ringed)")
+    fig.legend(handles + [ring], labels, loc="lower center", ncol=2, frameon=False,
+               bbox_to_anchor=(0.5, 0.0), fontsize=8.5)  # fmt: skip
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
-    rows_of_legend = math.ceil((len(labels) + 1) / 2)
+    rows_of_legend = math.ceil(len(labels) / 2)
     fig.subplots_adjust(left=0.09, right=0.98, top=0.86, bottom=0.2 + 0.045 * rows_of_legend)
-    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
-    plt.close(fig)
+    save(fig, path)
 
 
 def _keys(n: float) -> str:
@@ -641,7 +444,6 @@ def _keys(n: float) -> str:
 
 def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write decoding.json and decoding.svg into `<out>/<hardware>/`, each replaced atomically."""
-    folder = Path(out_root) / hardware_slug(device)
     step = next((r for r in rows if r["kind"] == "step"), None)
     shape = (
         f"{step['heads']} query / {step['kv_heads']} KV heads, d {step['head_dim']}, {step['dtype']}"
@@ -651,7 +453,7 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     if step and not is_gpu(device):
         shape += f", {step['threads']} thread{'s' if step['threads'] > 1 else ''}"
     title = f"One decode step on {device_name(device)} ({shape})"
-    return layout.write_figure(folder, STEM, rows, lambda p: draw(rows, title, p))
+    return sweeps.write(out_root, device, STEM, rows, draw, title)
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
@@ -677,11 +479,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m attn.profiling.decoding", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--out", type=out_folder, default=Path("profiles"))
-    parser.add_argument("--device", type=device, default=default_device())
+    parser = sweeps.parser("attn.profiling.decoding", __doc__)
     parser.add_argument(
         "--lengths", type=positive, nargs="+", help="cache lengths (default: per device)"
     )

@@ -18,45 +18,25 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from attn import specs
 from attn.profiling import layout
 from attn.profiling.atomic import write_json
 from attn.profiling.table import aggregate
-from attn.profiling.trace import (
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    TraceFormatError,
-    forwards,
-    load_trace,
-    per_forward,
-)
+from attn.profiling.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
+from attn.profiling.units import count_text, time_text
 
-# The pairs the chapters compare: (before, after). A pair is written when both sides ran.
-PAIRS = (
-    ("naive", "inplace"),
-    ("inplace", "sdpa_math"),
-    ("sdpa_math", "sdpa_flash"),
-    ("compiled_naive", "naive"),
-    ("decode_repeat_kv", "decode_enable_gqa"),
-)
 KINDS = {"op": "op", KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 KIND_ORDER = {"memcpy": 0, "memset": 1, "kernel": 2, "op": 3}
 CHANGE_ORDER = {"removed": 0, "added": 1, "changed": 2, "same": 3}
 TOTALS = (
-    "forwards",
-    "cpu_time_us",
-    "device_time_us",
-    "ops_per_forward",
-    "kernels_per_forward",
-    "memcpy_per_forward",
-    "memset_per_forward",
-    "peak_memory_bytes",
-)
+    "forwards", "cpu_time_us", "device_time_us", "ops_per_forward", "kernels_per_forward",
+    "memcpy_per_forward", "memset_per_forward", "peak_memory_bytes",
+)  # fmt: skip
 _EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
-def _side(path: Path, range_name: str | None) -> tuple[str, dict, dict | None, list]:
-    """(label, trace, summary or None, forwards) of a variant folder or a trace file."""
+def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
+    """(what to show of it, its forwards) for a variant folder or a trace file."""
     path = Path(path)
     summary = None
     if path.is_dir():
@@ -68,9 +48,9 @@ def _side(path: Path, range_name: str | None) -> tuple[str, dict, dict | None, l
         label = path.name
     else:
         trace_path, label = path, path.name.split(".")[0]
-    trace = load_trace(trace_path)
+    trace = read_trace(trace_path)
     wanted = range_name or (summary or {}).get("range")
-    fwds = forwards(trace, wanted)
+    fwds = trace.forwards(wanted)
     if not fwds:
         raise TraceFormatError(f"{path}: the trace holds no {wanted or 'attn_fwd'} range")
     measured = per_forward(trace, wanted)
@@ -87,7 +67,7 @@ def _side(path: Path, range_name: str | None) -> tuple[str, dict, dict | None, l
         "range": measured["range"],
         **totals,
     }
-    return info["label"], info, summary, fwds
+    return info, fwds
 
 
 def _by_name(fwds: list) -> dict[tuple[str, str], dict]:
@@ -116,26 +96,16 @@ def compare(a: dict, b: dict) -> list[dict]:
     for name, kind in dict.fromkeys([*a, *b]):
         left = a.get((name, kind), {"calls": 0.0, "time_us": 0.0})
         right = b.get((name, kind), {"calls": 0.0, "time_us": 0.0})
-        rows.append(
-            {
-                "name": name,
-                "kind": kind,
-                "calls_a": round(left["calls"], 3),
-                "calls_b": round(right["calls"], 3),
-                "time_us_a": round(left["time_us"], 3),
-                "time_us_b": round(right["time_us"], 3),
-                "change": _change(left["calls"], right["calls"]),
-            }
-        )
-    rows.sort(
-        key=lambda r: (
-            CHANGE_ORDER[r["change"]],
-            KIND_ORDER[r["kind"]],
-            -max(r["time_us_a"], r["time_us_b"]),
-            r["name"],
-        )
-    )
-    return rows
+        rows.append({
+            "name": name, "kind": kind,
+            "calls_a": round(left["calls"], 3), "calls_b": round(right["calls"], 3),
+            "time_us_a": round(left["time_us"], 3), "time_us_b": round(right["time_us"], 3),
+            "change": _change(left["calls"], right["calls"]),
+        })  # fmt: skip
+    order = lambda r: (  # noqa: E731
+        CHANGE_ORDER[r["change"]], KIND_ORDER[r["kind"]], -max(r["time_us_a"], r["time_us_b"]), r["name"]
+    )  # fmt: skip
+    return sorted(rows, key=order)
 
 
 def _bytes(n: float) -> tuple[float, str]:
@@ -154,10 +124,6 @@ def _peak_pair(a: float | None, b: float | None) -> str:
     if ua == ub:
         return f"{va:.1f} -> {vb:.1f} {ua}"
     return f"{va:.1f} {ua} -> {vb:.1f} {ub}"
-
-
-def _count(n: float) -> str:
-    return f"{n:g}" if n == int(n) else f"{n:.2f}"
 
 
 def _short(name: str, limit: int = 60) -> str:
@@ -194,7 +160,7 @@ def headline(data: dict, most: int = 4) -> str:
         words = (
             _short(r["name"])
             if r["change"] != "changed"
-            else f"{_count(abs(delta))} {_short(r['name'])}"
+            else f"{count_text(abs(delta))} {_short(r['name'])}"
         )
         order = (KIND_ORDER[r["kind"]], _rank(r["name"]))
         if delta < 0:
@@ -221,8 +187,8 @@ def headline(data: dict, most: int = 4) -> str:
 
 def diff(folder_a: Path | str, folder_b: Path | str, range_name: str | None = None) -> dict:
     """Compare two runs (variant folders or trace files): {a, b, notes, rows, headline}."""
-    label_a, info_a, _, fwds_a = _side(Path(folder_a), range_name)
-    label_b, info_b, _, fwds_b = _side(Path(folder_b), range_name)
+    info_a, fwds_a = _side(Path(folder_a), range_name)
+    info_b, fwds_b = _side(Path(folder_b), range_name)
     notes = []
     if info_a["hardware"] and info_b["hardware"] and info_a["hardware"] != info_b["hardware"]:
         notes.append(f"different hardware: {info_a['hardware']} and {info_b['hardware']}")
@@ -231,12 +197,8 @@ def diff(folder_a: Path | str, folder_b: Path | str, range_name: str | None = No
     for key in ("shape", "dtype"):
         if info_a[key] and info_b[key] and info_a[key] != info_b[key]:
             notes.append(f"different {key}: {info_a[key]} and {info_b[key]}")
-    data = {
-        "a": info_a,
-        "b": info_b,
-        "notes": notes,
-        "rows": compare(_by_name(fwds_a), _by_name(fwds_b)),
-    }
+    rows = compare(_by_name(fwds_a), _by_name(fwds_b))
+    data = {"a": info_a, "b": info_b, "notes": notes, "rows": rows}
     data["headline"] = headline(data)
     return data
 
@@ -263,13 +225,13 @@ def _ran(folder: Path) -> bool:
 
 
 def write_diffs(hardware_folder: Path) -> list[Path]:
-    """Write `<hardware>/diff/<a>__<b>.json` for each pair in PAIRS whose sides both ran there.
+    """Write `<hardware>/diff/<a>__<b>.json` for each pair the specs name whose sides both ran there.
 
     A pair's earlier diff is removed when a side no longer ran, so no stale diff is shown.
     """
     folder = Path(hardware_folder)
     written = []
-    for a, b in PAIRS:
+    for a, b in specs.diff_pairs():
         out = folder / layout.DIFF_DIR / diff_name(a, b)
         if _ran(folder / a) and _ran(folder / b):
             write_diff(folder / a, folder / b, out)
@@ -283,9 +245,7 @@ def write_diffs(hardware_folder: Path) -> list[Path]:
 
 
 def _time(us: float) -> str:
-    if not us:
-        return "–"
-    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} µs"
+    return time_text(us, 3) if us else "–"
 
 
 def _cell_name(name: str) -> str:
@@ -305,7 +265,7 @@ def render_diff(data: dict, everything: bool = False) -> str:
             "|---|---|--:|--:|---|",
         ]
         for r in rows:
-            calls = f"{_count(r['calls_a'])} → {_count(r['calls_b'])}"
+            calls = f"{count_text(r['calls_a'])} → {count_text(r['calls_b'])}"
             times = f"{_time(r['time_us_a'])} → {_time(r['time_us_b'])}"
             lines.append(
                 f"| {_cell_name(r['name'])} | {r['kind']} | {calls} | {times} | {r['change']} |"
@@ -337,8 +297,8 @@ def _totals_line(data: dict) -> str:
         return f"{show(a.get(key))} → {show(b.get(key))}"
 
     parts = [
-        ("ATen ops", pair("ops_per_forward", _count)),
-        ("kernels", pair("kernels_per_forward", _count)),
+        ("ATen ops", pair("ops_per_forward", count_text)),
+        ("kernels", pair("kernels_per_forward", count_text)),
         ("CPU time", pair("cpu_time_us", _time)),
         ("device time", pair("device_time_us", _time)),
         ("peak memory", _peak_totals(a, b)),
@@ -354,31 +314,11 @@ def _totals_line(data: dict) -> str:
 
 
 def print_diff(data: dict, everything: bool = False) -> None:
-    """The headline and a rich table of the rows that changed."""
+    """The Markdown the site shows, rendered for the terminal (its tables as rich tables)."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.markdown import Markdown
 
-    console = Console()
-    a, b = data["a"]["label"], data["b"]["label"]
-    console.print(f"[bold]{a} -> {b}[/bold]: {data['headline']}", highlight=False)
-    for note in data["notes"]:
-        console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-    console.print(f"A = {a}, B = {b}; per forward", highlight=False)
-    table = Table("kind", "calls A", "calls B", "time A", "time B", "change")
-    table.add_column("name", overflow="fold", min_width=24)
-    for r in data["rows"]:
-        if everything or r["change"] != "same":
-            table.add_row(
-                r["kind"],
-                _count(r["calls_a"]),
-                _count(r["calls_b"]),
-                _time(r["time_us_a"]),
-                _time(r["time_us_b"]),
-                r["change"],
-                r["name"],
-            )
-    console.print(table)
-    console.print(_totals_line(data), highlight=False)
+    Console().print(Markdown(render_diff(data, everything)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -70,15 +70,8 @@ def environment(device: str) -> dict:
     dev = torch.device(device)
     cuda = is_gpu(dev)
     return {
-        "hardware": hardware_slug(device),
-        "device_name": device_name(device),
-        "device_type": dev.type,
-        "cpu_model": cpu_model(),
-        "threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda if cuda else None,
-        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
-        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-        "git_commit": git_commit(),
-    }
+        "hardware": hardware_slug(device), "device_name": device_name(device),
+        "device_type": dev.type, "cpu_model": cpu_model(), "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(), "cuda_version": torch.version.cuda if cuda else None,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None, **stamp(),
+    }  # fmt: skip

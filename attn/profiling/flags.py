@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from attn import specs
+
 
 def positive(text: str) -> int:
     """An argparse type: a whole number >= 1."""
@@ -52,3 +54,12 @@ def out_folder(text: str) -> Path:
             ) from None
         raise argparse.ArgumentTypeError(f"{text} cannot be written here ({e.strerror})") from None
     return path
+
+
+def variant_name(text: str) -> str:
+    """An argparse type: the name of a variant with a spec (attn.specs)."""
+    if specs.spec(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"unknown variant {text!r}; valid names: {', '.join(specs.names())}"
+        )
+    return text

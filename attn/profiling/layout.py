@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 from attn.profiling.atomic import write_json, write_rows
-from attn.profiling.claims import CLAIMS, claims_for
 
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
@@ -77,16 +76,10 @@ def manifest(hardware_folder: Path) -> dict:
         variants[vdir.name] = {
             "available": bool(summary.get("available")),
             "files": [f for f in VARIANT_FILES if (vdir / f).is_file()],
-            "shape": summary.get("shape"),
-            "dtype": summary.get("dtype"),
-            "is_causal": summary.get("is_causal"),
-            "stamp": summary.get("stamp"),
+            **{key: summary.get(key) for key in ("shape", "dtype", "is_causal", "stamp")},
         }
-    shapes = {
-        json.dumps([v["shape"], v["dtype"], v["is_causal"]])
-        for v in variants.values()
-        if v["available"]
-    }
+    ran = [v for v in variants.values() if v["available"]]
+    shapes = {json.dumps([v["shape"], v["dtype"], v["is_causal"]]) for v in ran}
     return {
         "hardware": folder.name,
         "device_name": env.get("device_name"),
@@ -95,14 +88,7 @@ def manifest(hardware_folder: Path) -> dict:
         "variants": variants,
         "figures": [f for f in FIGURES if (folder / f"{f}.svg").is_file()],
         "overview": (folder / OVERVIEW).is_file(),
-        # Every claim's sentence, so a page can list those no set here has checked yet.
-        "claims": {
-            name: {d: [c.text for c in claims_for(name, d)] for d in ("cpu", "cuda")}
-            for name in CLAIMS
-        },
-        "diffs": sorted(p.name for p in (folder / DIFF_DIR).glob("*.json"))
-        if (folder / DIFF_DIR).is_dir()
-        else [],
+        "diffs": sorted(p.name for p in (folder / DIFF_DIR).glob("*.json")),  # none: no folder
     }
 
 

@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-import attn  # noqa: E402
-from attn.profiling import layout  # noqa: E402
-from attn.profiling.atomic import replace_file  # noqa: E402
+from attn import specs
+from attn.profiling import layout
+from attn.profiling.atomic import replace_file
+from attn.profiling.plot import figure, save
 
 
 def summaries(folder: Path) -> list[dict]:
     """The available variants' summaries in a hardware folder, in chapter order."""
-    order = {v.name: i for i, v in enumerate(attn.variants())}
+    order = {name: i for i, name in enumerate(specs.names())}
     found = [json.loads((d / layout.SUMMARY).read_text()) for d in layout.variant_dirs(folder)]
     return sorted(
         (s for s in found if s.get("available")), key=lambda s: order.get(s["variant"], 99)
@@ -30,11 +26,10 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     key = "device_time_us" if on_device else "cpu_time_us"
     names = [s["variant"] for s in rows][::-1]
     values = [s[key] / 1000 for s in rows][::-1]
-    plt.rcParams.update(
-        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": 8}
+    fig, ax = figure(0.8 + 0.32 * len(rows), font_pt=8)
+    bars = ax.barh(
+        names, values, color=["#d62728" if n == specs.REFERENCE else "#4e79a7" for n in names]
     )
-    fig, ax = plt.subplots(figsize=(7, 0.8 + 0.32 * len(rows)))
-    bars = ax.barh(names, values, color=["#d62728" if n == "naive" else "#4e79a7" for n in names])
     ax.bar_label(bars, [f"{v:.3g} ms" for v in values], padding=3, fontsize=7)
     ax.set_xlabel(f"{'device' if on_device else 'CPU'} time per forward (ms)")
     ax.set_xlim(0, max(values) * 1.2)
@@ -42,8 +37,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
-    plt.close(fig)
+    save(fig, path)
 
 
 def shape_text(s: dict) -> str:
@@ -57,7 +51,7 @@ def shape_text(s: dict) -> str:
 def write_overview(folder: Path) -> Path | None:
     """Redraw `<folder>/overview.svg` from the summaries there; None when nothing ran.
 
-    The title names the shape most rows share (naive's where it ran); a row profiled at another
+    The title names the shape most rows share (the reference's where it ran); a row profiled at another
     shape carries its own in its label, never the title's.
     """
     rows = summaries(folder)
@@ -75,9 +69,9 @@ def write_overview(folder: Path) -> Path | None:
 
 
 def main_shape(rows: list[dict]) -> str:
-    """The shape naive ran at, else the one most rows share."""
+    """The shape the reference variant (naive) ran at, else the one most rows share."""
     for s in rows:
-        if s["variant"] == "naive":
+        if s["variant"] == specs.REFERENCE:
             return shape_text(s)
     shapes = [shape_text(s) for s in rows]
     return max(set(shapes), key=shapes.count)

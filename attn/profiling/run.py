@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from attn import specs
 from attn.profiling import layout
 from attn.profiling.analyze import write_artifacts
 from attn.profiling.atomic import atomic_folder, write_json
@@ -24,24 +25,9 @@ from attn.profiling.config import ProfileConfig
 from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.overview import write_overview
-from attn.profiling.trace import events, load_trace
+from attn.profiling.trace import Trace, read_trace
 from attn.variant import Variant
 
-# The event each chapter is about (a regular expression over event names), selected in the
-# trace-viewer screenshot; on a GPU the variant's first kernel, or the naive clone's Memcpy.
-FOCUS = {
-    "naive": r"^aten::clone$",
-    "inplace": r"^aten::masked_fill_$",
-    "sdpa_math": r"^aten::_safe_softmax$",
-    "sdpa_flash": r"^aten::_scaled_dot_product_flash_attention_for_cpu$",
-    "custom_cpu": r"^attn::flash_attention_forward$",
-    "compiled_naive": r"cpp_fused__softmax\w*masked_fill",
-    "compiled_additive": r"^aten::_scaled_dot_product_flash_attention_for_cpu$",
-    "flex_causal": r"^graph_\d+_kernel$",
-    "flex_sliding_window": r"^graph_\d+_kernel$",
-    "decode_repeat_kv": r"^aten::repeat_interleave$",
-    "decode_enable_gqa": r"^aten::_scaled_dot_product_flash_attention_for_cpu$",
-}
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
 
 
@@ -61,18 +47,12 @@ def why_not_here(variant: Variant, config: ProfileConfig) -> str | None:
 def base_summary(variant: Variant, config: ProfileConfig) -> dict:
     """What every summary of a run here says about the variant, the machine and the inputs."""
     return {
-        "variant": variant.name,
-        "title": variant.title,
-        "lesson": variant.lesson,
-        "hardware": hardware_slug(config.device),
-        "device_name": device_name(config.device),
+        "variant": variant.name, "title": variant.title, "lesson": variant.lesson,
+        "hardware": hardware_slug(config.device), "device_name": device_name(config.device),
         "device_type": "cuda" if is_gpu(config.device) else "cpu",
-        "torch_version": torch.__version__,
-        "dtype": config.dtype,
-        "shape": config.shape(),
-        "is_causal": config.is_causal,
-        "stamp": stamp(),
-    }
+        "torch_version": torch.__version__, "dtype": config.dtype, "shape": config.shape(),
+        "is_causal": config.is_causal, "stamp": stamp(),
+    }  # fmt: skip
 
 
 def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
@@ -96,14 +76,7 @@ def profile_variant(
         except ValueError as exc:  # the variant refused these inputs: it cannot run them here
             _record_unavailable(folder, base, str(exc))
             return folder
-        summary = write_artifacts(
-            trace,
-            folder,
-            variant=variant.name,
-            base=base,
-            device_type=base["device_type"],
-            table_txt=table,
-        )
+        summary = _analyse(trace, folder, variant, base, table)
         if screenshot:
             add_viewer_screenshot(folder, summary)
     except Exception as exc:
@@ -113,15 +86,23 @@ def profile_variant(
     return folder
 
 
-def focus(summary: dict, trace: dict) -> str | None:
-    """The name of the event to select in the screenshot of this summary's trace."""
-    if summary.get("device_type") == "cuda":
-        if summary["variant"] == "naive" and (summary.get("memcpy_per_forward") or {}).get("DtoD"):
-            return "Memcpy DtoD (Device -> Device)"
-        return (summary.get("kernels") or [None])[0]
-    pattern = FOCUS.get(summary["variant"])
-    names = (e.name for e in events(trace))
-    return next((n for n in names if pattern and re.search(pattern, n)), None)
+def _analyse(trace: dict, folder: Path, variant: Variant, base: dict, table: str | None) -> dict:
+    """A run's trace into the variant's folder, its claims checked for the device it ran on."""
+    return write_artifacts(
+        trace, folder, variant=variant.name, base=base, device_type=base["device_type"],
+        table_txt=table,
+    )  # fmt: skip
+
+
+def focus(summary: dict, trace: Trace) -> str | None:
+    """The name of the event to select in the screenshot of this summary's trace: the one its
+    spec names (on a GPU by default its first kernel), as the trace spells it."""
+    spec = specs.spec(summary["variant"])
+    on_gpu = summary.get("device_type") == "cuda"
+    pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
+    if pattern is None:
+        return (summary.get("kernels") or [None])[0] if on_gpu else None
+    return next((n for n in trace.name if re.search(pattern, n)), None)
 
 
 def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
@@ -135,7 +116,7 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
         viewer.screenshot(
             folder / layout.TRACE,
             folder / layout.VIEWER,
-            select=focus(summary, load_trace(folder / layout.TRACE)),
+            select=focus(summary, read_trace(folder / layout.TRACE)),
             width=1100,
             height=700,
         )
@@ -154,19 +135,15 @@ def example_flags(config: ProfileConfig) -> list[str]:
         "--seq", str(config.seq_q), "--seq-k", str(config.seq_k),
         "--head-dim", str(config.head_dim), "--dtype", config.dtype,
     ]  # fmt: skip
-    if hasattr(config, "kv_heads"):  # a decode step: grouped-query K and V heads
+    if config.kv_heads is not None:  # a decode step: grouped-query K and V heads
         flags += ["--kv-heads", str(config.kv_heads)]
     return flags + ([] if config.is_causal else ["--no-causal"])
 
 
 def profile_example(
-    variant: Variant,
-    script: Sequence[str],
-    config: ProfileConfig,
-    out_root: Path,
-    *,
+    variant: Variant, script: Sequence[str], config: ProfileConfig, out_root: Path, *,
     screenshot: bool = False,
-) -> Path:
+) -> Path:  # fmt: skip
     """Run an example script (`[path, its own flags...]`) with `config`, then analyse the trace it
     wrote into `<out>/<hardware>/<variant>/`. The numbers published are those of that very trace."""
     base = base_summary(variant, config)
@@ -185,22 +162,12 @@ def profile_example(
                 f"{' '.join(script)} exited with {done.returncode} and no {variant.name}/"
                 f"{layout.TRACE}: {tail[0]}"
             )
-        table = (
-            (written / layout.TABLE_TXT).read_text()
-            if (written / layout.TABLE_TXT).is_file()
-            else None
-        )
+        table_path = written / layout.TABLE_TXT
+        table = table_path.read_text() if table_path.is_file() else None
         if (written / "compile.json").is_file():  # a compiled example timed its first calls
             base["first_calls_seconds"] = json.loads((written / "compile.json").read_text())
         try:
-            summary = write_artifacts(
-                load_trace(written / layout.TRACE),
-                folder,
-                variant=variant.name,
-                base=base,
-                device_type=base["device_type"],
-                table_txt=table,
-            )
+            summary = _analyse(read_trace(written / layout.TRACE), folder, variant, base, table)
         except Exception as exc:
             raise ProfilingError(f"analysing {variant.name}'s trace failed: {exc}") from exc
     if screenshot:

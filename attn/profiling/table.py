@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from attn.profiling.trace import DEVICE_CATEGORIES, RUNTIME_CATEGORIES, Forward
+from attn.profiling.units import time_text
 
 ROWS = 15
 
@@ -16,7 +17,7 @@ def profiler_table(prof: torch.profiler.profile, on_gpu: bool) -> str:
 
 
 def _time(us: float) -> str:
-    return f"{us / 1000:.3f} ms" if us >= 1000 else f"{us:.1f} µs"
+    return time_text(us, 3)
 
 
 def aggregate(fwds: list[Forward]) -> list[dict]:

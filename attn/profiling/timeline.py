@@ -11,25 +11,20 @@ import re
 import zlib
 from pathlib import Path
 
-import matplotlib
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # files only; no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from attn.profiling.trace import (  # noqa: E402
+from attn.profiling.plot import WIDTH_IN, figure, save
+from attn.profiling.trace import (
     DEVICE_CATEGORIES,
     MEMCPY,
     RUNTIME_CATEGORIES,
     Event,
     Forward,
     depths,
-    forwards,
     runtime_kind,
 )
 
-WIDTH_IN = 7.2  # the page's content width: text drawn at 8.5 pt shows at about 11 px
 FONT_PT = 8.5
 ROW_HEIGHT_IN = 0.32
 COPY_COLOR = "#d62728"  # clones, copies and Memcpys: what the naive-vs-in-place lesson is about
@@ -140,24 +135,15 @@ class TimeAxis:
 
 
 def draw_timeline(
-    trace: dict,
-    title: str,
-    path: Path,
-    *,
-    range_name: str | None = None,
-    forward_index: int | None = None,
+    fwds: list[Forward], title: str, path: Path, *, forward_index: int | None = None
 ) -> None:
-    """Write a picture (SVG, or PNG by suffix) of one range (the middle one by default)."""
-    fwds = forwards(trace, range_name)
+    """Write a picture (SVG, or PNG by suffix) of one of the ranges (the middle one by default)."""
     forward = fwds[len(fwds) // 2 if forward_index is None else forward_index]
     rows = lanes(forward)
     drawn = [e for _, evts in rows for e in evts]
     axis = TimeAxis([(e.ts, e.end) for e in drawn])
 
-    plt.rcParams.update(
-        {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": FONT_PT}
-    )
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.5 + ROW_HEIGHT_IN * len(rows)))
+    fig, ax = figure(1.5 + ROW_HEIGHT_IN * len(rows), font_pt=FONT_PT)
     per_char = axis.width / (WIDTH_IN * 0.8 * 72 / (FONT_PT * 0.58))  # drawing µs per character
 
     for row, (_, evts) in enumerate(rows):
@@ -218,6 +204,4 @@ def draw_timeline(
             frameon=False, bbox_to_anchor=(0.0, 0.0),
         )  # fmt: skip
     fig.tight_layout(rect=(0, 0.06 * (1 + (len(legend) > 3)) if legend else 0, 1, 1))
-    # No date in the file, so an unchanged picture stays unchanged in git.
-    fig.savefig(path, metadata={"Date": None} if Path(path).suffix == ".svg" else None, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)

@@ -1,10 +1,15 @@
-"""Wall time of forwards: medians of several calls after a warm-up, synchronised on GPU."""
+"""Wall time of calls, side by side: each timed in turn, round by round, synchronised on a GPU.
+
+Interleaving spreads the machine's drift (other processes, clocks) over every call alike, so ratios
+between them are fair even where absolute times are noisy. Speeds belong in benchmarks that print
+these ratios, never in tests.
+"""
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -12,35 +17,57 @@ from attn.profiling.environment import is_gpu
 from attn.variant import Variant
 
 
-def _one_call_us(variant: Variant, q, k, v, is_causal: bool) -> float:
-    if is_gpu(q.device):
+def seconds(fn: Callable[[], object], device: str | torch.device) -> float:
+    """One call's wall time; on a GPU from CUDA events around it, so the kernels are counted."""
+    if is_gpu(device):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        variant.forward(q, k, v, is_causal=is_causal)
+        fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1000
+        return start.elapsed_time(end) / 1000
     t0 = time.perf_counter()
-    variant.forward(q, k, v, is_causal=is_causal)
-    return (time.perf_counter() - t0) * 1e6
+    fn()
+    return time.perf_counter() - t0
+
+
+def time_side_by_side(
+    calls: Mapping[str, Callable[[], object]],
+    device: str | torch.device,
+    *,
+    warmup: int = 1,
+    min_rounds: int = 3,
+    max_rounds: int = 30,
+    budget_s: float = 0.0,
+) -> dict[str, list[float]]:
+    """Seconds of each call, round by round after `warmup` rounds: at least `min_rounds` rounds,
+    more until the calls have spent `budget_s` each, at most `max_rounds`."""
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    with torch.no_grad():
+        for _ in range(warmup):
+            for fn in calls.values():
+                fn()
+        for round_ in range(max_rounds):
+            for label, fn in calls.items():
+                times[label].append(seconds(fn, device))
+            spent = sum(sum(t) for t in times.values())
+            if round_ + 1 >= min_rounds and spent >= budget_s * len(calls):
+                break
+    return times
 
 
 def time_interleaved(
     variants: Mapping[str, Variant], q, k, v, *, is_causal: bool, repeats: int = 5, warmup: int = 1
 ) -> dict[str, float]:
-    """Median microseconds per forward of each variant, their calls interleaved round by round.
-
-    Interleaving spreads the machine's drift (other processes, clocks) over all variants alike,
-    so ratios between them are fair even where absolute times are noisy.
-    """
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    with torch.no_grad():
-        for round_ in range(warmup + repeats):
-            for name, variant in variants.items():
-                elapsed = _one_call_us(variant, q, k, v, is_causal)
-                if round_ >= warmup:
-                    times[name].append(elapsed)
-    return {name: statistics.median(t) for name, t in times.items()}
+    """Median microseconds per forward of each variant, their calls interleaved round by round."""
+    calls = {
+        name: (lambda variant=variant: variant.forward(q, k, v, is_causal=is_causal))
+        for name, variant in variants.items()
+    }
+    times = time_side_by_side(
+        calls, q.device, warmup=warmup, min_rounds=repeats, max_rounds=repeats
+    )
+    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
 
 
 def time_forward(

@@ -1,19 +1,24 @@
-"""Read any Kineto Chrome trace: find the named ranges and what each ran on the CPU and the device.
+"""Read any Kineto Chrome trace once into a table of events, and find the named ranges in it.
 
 Works on the traces torch.profiler writes today and on older ones (torch 1.8-1.10 spelled the
 categories `Operator`, `Runtime`, `Kernel`, `Memcpy`, `Memset`): categories are mapped to today's
-names on reading, so everything else sees one format. Device work is tied to the CPU call that
-launched it by the correlation id both carry.
+names on reading, so everything else sees one format. The table holds one row per complete event,
+sorted by start, with columns computed once (end, thread, correlation); a range's CPU events are a
+slice of its thread's rows, and its device work is found by the correlation id it shares with the
+runtime call that launched it. Analysis, claims, tables, the timeline and diffs all read this table.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import re
 import statistics
 from pathlib import Path
+
+import numpy as np
 
 FORWARD_RANGE = "attn_fwd"
 STEP_PREFIX = "ProfilerStep#"
@@ -103,22 +108,102 @@ def _args(e: dict) -> dict:
     return args
 
 
-def events(trace: dict) -> list[Event]:
-    """Every complete event, sorted by start time (longer first on ties, so parents lead)."""
-    found = [
-        Event(
-            str(e.get("name", "")),
-            _category(str(e.get("cat", ""))),
-            float(e["ts"]),
-            float(e.get("dur", 0.0)),
-            e.get("pid", 0),
-            e.get("tid", 0),
-            _args(e),
+class Trace:
+    """A Chrome trace parsed once: its complete events as columns, sorted by start (longer first on
+    ties, so parents lead), and its memory events. `raw` is the trace as read."""
+
+    def __init__(self, raw: dict) -> None:
+        self.raw = raw
+        found = [
+            e
+            for e in raw.get("traceEvents", [])
+            if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e
+        ]
+        ts = np.array([float(e["ts"]) for e in found], dtype=np.float64)
+        dur = np.array([float(e.get("dur", 0.0)) for e in found], dtype=np.float64)
+        order = np.lexsort((-dur, ts))
+        found = [found[i] for i in order]
+        self.ts, self.dur = ts[order], dur[order]
+        self.end = self.ts + self.dur
+        self.name = [str(e.get("name", "")) for e in found]
+        self.cat = [_category(str(e.get("cat", ""))) for e in found]
+        self.args = [_args(e) for e in found]
+        threads: dict[tuple, int] = {}
+        self.thread = np.array(
+            [threads.setdefault((e.get("pid", 0), e.get("tid", 0)), len(threads)) for e in found],
+            dtype=np.int64,
         )
-        for e in trace.get("traceEvents", [])
-        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e
-    ]
-    return sorted(found, key=lambda e: (e.ts, -e.dur))
+        self.threads = list(threads)  # (pid, tid) of each thread index
+        correlations = [a.get("correlation") for a in self.args]  # -1: none
+        self.correlation = np.array([-1 if c is None else int(c) for c in correlations], np.int64)
+        self.is_device = np.array([c in DEVICE_CATEGORIES for c in self.cat], dtype=bool)
+        self.is_runtime = np.array([c in RUNTIME_CATEGORIES for c in self.cat], dtype=bool)
+
+    def event(self, i: int) -> Event:
+        pid, tid = self.threads[self.thread[i]]
+        return Event(
+            self.name[i], self.cat[i], float(self.ts[i]), float(self.dur[i]), pid, tid, self.args[i]
+        )
+
+    @property
+    def has_device_activity(self) -> bool:
+        return bool(self.is_device.any())
+
+    @functools.cached_property
+    def _by_thread(self) -> dict[int, np.ndarray]:
+        """Row numbers of each thread's host events (device work left out), in start order."""
+        host = np.flatnonzero(~self.is_device)
+        return {int(t): host[self.thread[host] == t] for t in np.unique(self.thread[host])}
+
+    @functools.cached_property
+    def _device_by_correlation(self) -> tuple[np.ndarray, np.ndarray]:
+        """Device rows sorted by correlation id, and those ids: a launch's work by binary search."""
+        rows = np.flatnonzero(self.is_device & (self.correlation >= 0))
+        rows = rows[np.argsort(self.correlation[rows], kind="stable")]
+        return rows, self.correlation[rows]
+
+    def launched_by(self, runtime_rows: np.ndarray) -> np.ndarray:
+        """The device rows (in start order) launched by these runtime calls, via correlation."""
+        rows, keys = self._device_by_correlation
+        wanted = np.unique(self.correlation[runtime_rows])
+        wanted = wanted[wanted >= 0]
+        lo, hi = np.searchsorted(keys, wanted, "left"), np.searchsorted(keys, wanted, "right")
+        if not len(wanted):
+            return np.empty(0, dtype=np.int64)
+        return np.sort(np.concatenate([rows[a:b] for a, b in zip(lo, hi, strict=True)]))
+
+    def range_rows(self, name: str | None = None) -> list[int]:
+        """The CPU-side range events: `name` exactly (a trailing `*` matches a prefix); by default
+        every `attn_fwd`, else every `ProfilerStep#N`."""
+        candidates = [i for i, c in enumerate(self.cat) if c in RANGE_CATEGORIES]
+        if name is None:
+            found = [i for i in candidates if self.name[i] == FORWARD_RANGE]
+            return found or [i for i in candidates if self.name[i].startswith(STEP_PREFIX)]
+        if name.endswith("*"):
+            return [i for i in candidates if self.name[i].startswith(name[:-1])]
+        return [i for i in candidates if self.name[i] == name]
+
+    def forwards(self, range_name: str | None = None) -> list[Forward]:
+        """The ranges, in order, each with its CPU events and the device work it launched."""
+        found = []
+        for r in self.range_rows(range_name):
+            rows = self._by_thread[int(self.thread[r])]
+            lo = np.searchsorted(self.ts[rows], self.ts[r] - _EPS_US, "left")
+            hi = np.searchsorted(self.ts[rows], self.end[r] + _EPS_US, "right")
+            inside = rows[lo:hi]
+            inside = inside[(inside != r) & (self.end[inside] <= self.end[r] + _EPS_US)]
+            device = self.launched_by(inside[self.is_runtime[inside]])
+            found.append(Forward(self, r, inside, device))
+        return found
+
+
+def parse(trace: dict | Trace) -> Trace:
+    """The trace as a table (a Trace is returned as it is: parse once, pass it on)."""
+    return trace if isinstance(trace, Trace) else Trace(trace)
+
+
+def read_trace(path: Path | str) -> Trace:
+    return Trace(load_trace(path))
 
 
 # --- what a range holds ---------------------------------------------------------------------
@@ -128,9 +213,22 @@ def events(trace: dict) -> list[Event]:
 class Forward:
     """One range (an `attn_fwd`, a ProfilerStep): CPU events under it and the device work it launched."""
 
-    range: Event
-    cpu_events: list[Event]  # ops and runtime calls on the range's thread, in start order
-    device_events: list[Event]  # kernels, memcpys and memsets it launched, in start order
+    trace: Trace
+    row: int  # the range's own row
+    cpu_rows: np.ndarray  # ops and runtime calls on the range's thread, in start order
+    device_rows: np.ndarray  # kernels, memcpys and memsets it launched, in start order
+
+    @functools.cached_property
+    def range(self) -> Event:
+        return self.trace.event(self.row)
+
+    @functools.cached_property
+    def cpu_events(self) -> list[Event]:
+        return [self.trace.event(i) for i in self.cpu_rows]
+
+    @functools.cached_property
+    def device_events(self) -> list[Event]:
+        return [self.trace.event(i) for i in self.device_rows]
 
     @property
     def aten_ops(self) -> list[Event]:
@@ -145,7 +243,11 @@ class Forward:
 
     @property
     def device_time_us(self) -> float:
-        return sum(e.dur for e in self.device_events)
+        return float(self.trace.dur[self.device_rows].sum())
+
+
+def forwards(trace: dict | Trace, range_name: str | None = None) -> list[Forward]:
+    return parse(trace).forwards(range_name)
 
 
 def runtime_kind(name: str) -> str:
@@ -165,49 +267,6 @@ def memcpy_direction(name: str) -> str:
     """`Memcpy DtoD (Device -> Device)` -> `DtoD`; `?` when the name does not say."""
     m = re.search(r"Memcpy\s+(\w+)", name)
     return m.group(1) if m else "?"
-
-
-def range_names(all_events: list[Event], name: str | None = None) -> list[Event]:
-    """The CPU-side range events: `name` exactly (a trailing `*` matches a prefix); by default
-    every `attn_fwd`, else every `ProfilerStep#N`."""
-    candidates = [e for e in all_events if e.cat in RANGE_CATEGORIES]
-    if name is None:
-        found = [e for e in candidates if e.name == FORWARD_RANGE]
-        return found or [e for e in candidates if e.name.startswith(STEP_PREFIX)]
-    if name.endswith("*"):
-        return [e for e in candidates if e.name.startswith(name[:-1])]
-    return [e for e in candidates if e.name == name]
-
-
-def forwards(trace: dict, range_name: str | None = None) -> list[Forward]:
-    """The ranges, in order, each with its CPU events and the device work it launched."""
-    all_events = events(trace)
-    device_by_correlation: dict[int, list[Event]] = {}
-    for e in all_events:
-        if e.cat in DEVICE_CATEGORIES and e.correlation is not None:
-            device_by_correlation.setdefault(e.correlation, []).append(e)
-    by_thread: dict[tuple, list[Event]] = {}
-    for e in all_events:
-        if e.cat not in DEVICE_CATEGORIES:
-            by_thread.setdefault((e.pid, e.tid), []).append(e)
-
-    found = []
-    for rng in range_names(all_events, range_name):
-        inside = [
-            e for e in by_thread.get((rng.pid, rng.tid), []) if e is not rng and rng.contains(e)
-        ]
-        launched = [
-            dev
-            for e in inside
-            if e.cat in RUNTIME_CATEGORIES and e.correlation is not None
-            for dev in device_by_correlation.get(e.correlation, [])
-        ]
-        found.append(Forward(rng, inside, sorted(launched, key=lambda e: e.ts)))
-    return found
-
-
-def has_device_activity(trace: dict) -> bool:
-    return any(e.cat in DEVICE_CATEGORIES for e in events(trace))
 
 
 def _mean(values: list[float]) -> float | None:
@@ -231,14 +290,15 @@ def range_counts(forward: Forward) -> dict:
     }
 
 
-def per_forward(trace: dict, range_name: str | None = None) -> dict:
+def per_forward(trace: dict | Trace, range_name: str | None = None) -> dict:
     """Mean times and counts per range, each range's own row, and the names of the first one."""
-    fwds = forwards(trace, range_name)
+    trace = parse(trace)
+    fwds = trace.forwards(range_name)
     if not fwds:
         wanted = range_name or f"{FORWARD_RANGE!r} or {STEP_PREFIX}N"
         raise TraceFormatError(f"the trace holds no {wanted} range")
     rows = [range_counts(f) for f in fwds]
-    on_device = has_device_activity(trace)
+    on_device = trace.has_device_activity
     directions = sorted({d for r in rows for d in r["memcpy"]})
 
     def mean_of(key: str) -> float | None:
@@ -246,7 +306,7 @@ def per_forward(trace: dict, range_name: str | None = None) -> dict:
 
     first = fwds[0]
     return {
-        "range": fwds[0].range.name if range_name is None else range_name,
+        "range": first.range.name if range_name is None else range_name,
         "forwards": len(fwds),
         "cpu_time_us": mean_of("cpu_time_us"),
         "device_time_us": mean_of("device_time_us") if on_device else None,
@@ -259,7 +319,7 @@ def per_forward(trace: dict, range_name: str | None = None) -> dict:
         ),
         "memset_per_forward": mean_of("memset") if on_device else None,
         "launches_per_forward": mean_of("launches") if on_device else None,
-        "peak_memory_bytes": peak_memory(trace, fwds, on_device),
+        "peak_memory_bytes": peak_memory(trace, fwds),
         "kernels": [e.name for e in first.of_kind(KERNEL)],
         "ops": [e.name for e in top_level(first)],
         "ranges": rows,
@@ -291,11 +351,11 @@ def depths(evts: list[Event]) -> list[int]:
 # --- memory ---------------------------------------------------------------------------------
 
 
-def memory_events(trace: dict, device_type: int) -> list[tuple[float, int]]:
+def memory_events(raw: dict, device_type: int) -> list[tuple[float, int]]:
     """(ts, signed bytes) of every allocation (+) and free (-) on that device type, in time order."""
     found = [
         (float(e["ts"]), int(e["args"]["Bytes"]))
-        for e in trace.get("traceEvents", [])
+        for e in raw.get("traceEvents", [])
         if isinstance(e, dict)
         and e.get("name") == "[memory]"
         and (e.get("args") or {}).get("Device Type") == device_type
@@ -313,11 +373,10 @@ def peak_of(sizes: list[int]) -> int:
     return peak
 
 
-def peak_memory(trace: dict, fwds: list[Forward], on_device: bool) -> int | None:
+def peak_memory(trace: Trace, fwds: list[Forward]) -> int | None:
     """The most bytes a range had allocated beyond what was live when it began (the largest over
     ranges), from the trace's memory events; None when it was recorded without profile_memory."""
-    device_type = 1 if on_device else CPU_DEVICE_TYPE
-    allocations = memory_events(trace, device_type)
+    allocations = memory_events(trace.raw, 1 if trace.has_device_activity else CPU_DEVICE_TYPE)
     if not allocations:
         return None
     return max(

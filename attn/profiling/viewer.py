@@ -32,6 +32,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+from attn.profiling.atomic import replace_file
+
 log = logging.getLogger(__name__)
 
 TB_PROFILER = "torch-tb-profiler==0.4.3"
@@ -136,14 +138,7 @@ def _check(name: str, data: bytes) -> None:
 
 
 def _write(path: Path, data: bytes) -> None:
-    """Write bytes atomically (scratch file, then rename), creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    replace_file(path, lambda scratch: scratch.write_bytes(data))
 
 
 def why_unavailable(cache_dir: Path | None = None) -> str | None:
@@ -168,227 +163,39 @@ def require_viewer(cache_dir: Path | None = None) -> Path:
     return folder
 
 
-# --- license notices ------------------------------------------------------------------------------
+# --- our files: the page that loads a trace, and the license notices ---------------------------------
 
-# The BSD text both projects publish (Chromium's LICENSE; Polymer's LICENSE.txt), with their holder.
-BSD_3 = """\
-Copyright {holder}. All rights reserved.
-
-Redistribution and use in source and binary forms, with or without
-modification, are permitted provided that the following conditions are
-met:
-
-   * Redistributions of source code must retain the above copyright
-notice, this list of conditions and the following disclaimer.
-   * Redistributions in binary form must reproduce the above
-copyright notice, this list of conditions and the following disclaimer
-in the documentation and/or other materials provided with the
-distribution.
-   * Neither the name of Google Inc. nor the names of its
-contributors may be used to endorse or promote products derived from
-this software without specific prior written permission.
-
-THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS
-"AS IS" AND ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT
-LIMITED TO, THE IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR
-A PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT
-OWNER OR CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL,
-SPECIAL, EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT
-LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS OR SERVICES; LOSS OF USE,
-DATA, OR PROFITS; OR BUSINESS INTERRUPTION) HOWEVER CAUSED AND ON ANY
-THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR TORT
-(INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE
-OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
-"""
+# index.html?trace=URL[&title=TEXT][&range=NAME[&select=NAME]][&still=1] loads the trace (gzip or
+# plain JSON) and, given a range, zooms to its middle occurrence and selects `select` inside it (else
+# the range itself); `still` lays the page out for a screenshot.
+# window.traceViewer.opened resolves to {range, selected} once that is on screen.
+OURS = Path(__file__).parent / "trace_viewer"
 
 
 def _viewer_notice(package_license: bytes) -> str:
     """Catapult's notice (the file carries only a pointer to it) and the wheel's own LICENSE."""
-    return (
-        f"{VIEWER_HTML} is the Catapult trace viewer (https://github.com/catapult-project/catapult),\n"
-        f"as shipped in the {TB_PROFILER} wheel on PyPI. Its code says: 'Copyright 2015 The\n"
-        "Chromium Authors. All rights reserved. Use of this source code is governed by a\n"
-        "BSD-style license that can be found in the LICENSE file.' That license:\n\n"
-        + BSD_3.format(holder="2015 The Chromium Authors")
-        + f"\n--- The LICENSE file of the {TB_PROFILER} wheel, as shipped ---\n\n"
-        + package_license.decode("utf-8")
+    template = (OURS / f"{VIEWER_NOTICE}.in").read_text(encoding="utf-8")
+    return template.format(
+        viewer_html=VIEWER_HTML, package=TB_PROFILER, package_license=package_license.decode()
     )
 
 
 def _polyfill_notice(polyfill: bytes) -> str:
     """The file's own @license header, and the Polymer BSD text it points to."""
     header = re.match(rb"\s*(/\*\*.*?\*/)", polyfill, re.DOTALL)
-    return (
-        f"{POLYFILL_JS} is from the npm package {WEBCOMPONENTS}\n"
-        "(https://github.com/webcomponents/webcomponentsjs, license BSD-3-Clause). Its header:\n\n"
-        + (header.group(1).decode("utf-8") if header else "")
-        + "\n\nThe license it points to (http://polymer.github.io/LICENSE.txt):\n\n"
-        + BSD_3.format(holder="(c) 2014 The Polymer Project Authors")
+    template = (OURS / f"{POLYFILL_NOTICE}.in").read_text(encoding="utf-8")
+    return template.format(
+        polyfill_js=POLYFILL_JS,
+        package=WEBCOMPONENTS,
+        header=header.group(1).decode("utf-8") if header else "",
     )
 
 
-# --- our page -------------------------------------------------------------------------------------
-
-# index.html?trace=URL[&title=TEXT][&range=NAME[&select=NAME]][&still=1] loads the trace (gzip or
-# plain JSON) and, given a range, zooms to its middle occurrence and selects `select` inside it (else
-# the range itself); `still` lays the page out for a screenshot.
-# window.traceViewer.opened resolves to {range, selected} once that is on screen.
-INDEX = """\
-<!doctype html>
-<html>
-<head>
-<meta charset="utf-8">
-<title>Trace viewer</title>
-<link rel="icon" href="data:,">
-<!-- The viewer is an HTML import: current browsers need the polyfill (and then it warns). -->
-<script>window.__hideTraceViewerPolyfillWarning = true;</script>
-<script src="webcomponents.min.js"></script>
-<link rel="import" href="trace_viewer_full.html" onerror="window.importFailed = true">
-<style>
-  html, body { margin: 0; padding: 0; width: 100%; height: 100%; overflow: hidden; }
-  tr-ui-timeline-view { width: 100%; height: 100%; }
-  tr-ui-timeline-view:focus { outline: none; }
-  #status { position: fixed; top: 40%; width: 100%; text-align: center; font: 16px sans-serif; }
-</style>
-</head>
-<body>
-<div id="status">Loading the trace viewer…</div>
-<script>
-"use strict";
-window.traceViewer = (function () {
-  var status = document.getElementById("status");
-  var viewer;
-
-  var ready = new Promise(function (resolve, reject) {
-    document.addEventListener("WebComponentsReady", function () {
-      if (window.importFailed || !window.tr) {
-        return reject(new Error("trace_viewer_full.html did not load"));
-      }
-      var container = document.createElement("track-view-container");
-      container.id = "track_view_container";
-      viewer = document.createElement("tr-ui-timeline-view");
-      Polymer.dom(viewer).appendChild(container);
-      viewer.globalMode = true;  // keyboard shortcuts (w/a/s/d, f, m) work anywhere on the page
-      Polymer.dom(document.body).appendChild(viewer);
-      resolve(viewer);
-    });
-  });
-
-  /* The trace as text: gzip (as committed) is recognised by its magic bytes, not its name,
-     because a server may already have decoded it (Content-Encoding: gzip). */
-  async function fetchText(url) {
-    var response = await fetch(url);
-    if (!response.ok) throw new Error(url + ": HTTP " + response.status);
-    var bytes = new Uint8Array(await response.arrayBuffer());
-    if (bytes[0] === 0x1f && bytes[1] === 0x8b) {
-      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-      return new Response(stream).text();
-    }
-    return new TextDecoder().decode(bytes);
-  }
-
-  async function loadText(text, title) {
-    await ready;
-    var model = new tr.Model();
-    await new tr.importer.Import(model).importTracesWithProgressDialog([text]);
-    viewer.model = model;
-    viewer.viewTitle = title;
-    await viewer.builtPromise;
-    // The track view sets its first viewport once attached; a zoom before that would be undone.
-    while (viewer.trackView.pollIfViewportAttachedInterval_ !== undefined) {
-      await new Promise(function (r) { setTimeout(r, 20); });
-    }
-  }
-
-  async function load(url, title) {
-    var path = new URL(url, location.href).pathname;
-    await loadText(await fetchText(url), title || decodeURIComponent(path.split("/").slice(-3).join("/")));
-  }
-
-  function slicesNamed(title) {
-    var found = [];
-    for (var e of viewer.model.getDescendantEvents()) {
-      if (e instanceof tr.model.Slice && e.title === title) found.push(e);
-    }
-    return found.sort(function (a, b) { return a.start - b.start; });
-  }
-
-  /* Zoom to the middle `rangeName` on the CPU (widened to its GPU twin, the GPU range of the same
-     rank, where the trace has them) and select `selectName` inside the view, else the range. */
-  function focus(rangeName, selectName) {
-    var all = slicesNamed(rangeName);
-    var isGpu = function (e) { return e.category === "gpu_user_annotation"; };
-    var cpu = all.filter(function (e) { return !isGpu(e); });
-    var gpu = all.filter(isGpu);
-    var ranges = cpu.length ? cpu : gpu;
-    if (!ranges.length) throw new Error("the trace has no event named " + rangeName);
-    var index = Math.floor((ranges.length - 1) / 2);
-    var range = ranges[index];
-    var twin = cpu.length && gpu.length === cpu.length ? gpu[index] : range;
-    var start = Math.min(range.start, twin.start);
-    var end = Math.max(range.end, twin.end);
-    zoomTo(start, end);
-    var chosen = range;
-    if (selectName) {
-      chosen = slicesNamed(selectName).find(function (e) { return e.start >= start && e.end <= end; });
-      if (!chosen) throw new Error("no event named " + selectName + " inside " + rangeName);
-    }
-    viewer.brushingStateController.changeSelectionFromTimeline(new tr.model.EventSet([chosen]));
-    return {
-      range: { name: rangeName, index: index, count: ranges.length, start_ms: start, end_ms: end },
-      selected: chosen.title,
-    };
-  }
-
-  /* For a still picture: the details panel takes the height the tracks leave free (at least a
-     third of the page), and the floating mouse-mode buttons go. */
-  function stillPicture() {
-    var tracksBottom = viewer.trackView.modelTrack_.getBoundingClientRect().bottom;
-    var free = window.innerHeight - tracksBottom - 32;  // room for the viewer's hint line
-    viewer.$.drag_handle.setTargetSize_(Math.max(free, window.innerHeight / 3));
-    var buttons = document.querySelectorAll("tr-ui-b-mouse-mode-selector");
-    Array.prototype.forEach.call(buttons, function (e) { e.style.display = "none"; });  // polyfilled NodeList
-  }
-
-  /* What the 'f' key does for a selection, without its animation and with a 5% margin. */
-  function zoomTo(start, end) {
-    var trackView = viewer.trackView;
-    var pad = (end - start) * 0.05;
-    trackView.modelTrackContainer_.updateCanvasSizeIfNeeded_();
-    var transform = new tr.ui.TimelineDisplayTransform(trackView.viewport.currentDisplayTransform);
-    transform.xSetWorldBounds(start - pad, end + pad, trackView.modelTrackContainer_.canvas.width);
-    trackView.viewport.setDisplayTransformImmediately(transform);
-  }
-
-  async function open(query) {
-    var trace = query.get("trace");
-    if (!trace) throw new Error("no trace: open this page as index.html?trace=URL");
-    await load(trace, query.get("title"));
-    status.hidden = true;
-    var facts = query.get("range") ? focus(query.get("range"), query.get("select")) : null;
-    if (query.get("still")) stillPicture();
-    // Resolve once the zoomed view and the details panel have been painted.
-    await new Promise(function (r) { requestAnimationFrame(function () { requestAnimationFrame(r); }); });
-    return facts;
-  }
-
-  var opened = open(new URLSearchParams(location.search));
-  opened.catch(function (error) {
-    status.hidden = false;
-    status.textContent = "Could not show the trace: " + error.message;
-  });
-  return { ready: ready, opened: opened, load: load, loadText: loadText, focus: focus };
-})();
-</script>
-</body>
-</html>
-"""
-
-
 def _write_index(folder: Path) -> None:
+    index = (OURS / INDEX_HTML).read_bytes()
     path = folder / INDEX_HTML
-    if not path.is_file() or path.read_text(encoding="utf-8") != INDEX:
-        _write(path, INDEX.encode("utf-8"))
+    if not path.is_file() or path.read_bytes() != index:
+        _write(path, index)
 
 
 # --- screenshots ----------------------------------------------------------------------------------

@@ -1,209 +1,109 @@
-"""MkDocs hook: replace profile markers in chapters with the artifacts under profiles/.
+"""MkDocs hook: replace the profile markers of a page with the artifacts under profiles/.
 
-Markers, each alone on its own line (inline code such as `<!-- profile: naive -->` is left alone):
-
-    <!-- profile: VARIANT -->         one content tab per hardware set that has VARIANT: the run's
-                                      environment and shape, per-forward numbers, table.md, the
-                                      trace-viewer screenshot, timeline.svg, links to the trace
-    <!-- profile-check: VARIANT -->   "check your guess": each claim about VARIANT as evaluated on
-                                      every hardware set, with what was observed
-    <!-- profile-claim: VARIANT N --> claim N of VARIANT, inline: the sentence and, per set, whether
-                                      it holds and the value observed. N counts the variant's CPU
-                                      sentences, then its GPU ones, as index.json lists them
-    <!-- profile-claim: benchmark N --> claim N of attn.profiling.claims.BENCHMARK_CLAIMS, checked
-                                      against each set's benchmark.json when the site is built
-    <!-- profile-compare: A B ... --> one tab per hardware set: per-forward numbers of the variants named
-    <!-- profile-env -->               a table of every hardware set's environment.json
-    <!-- profile-glance -->            every variant of every set, side by side
-    <!-- profile-figure: NAME -->      scaling or benchmark picture per set
-
-A hardware set is a folder of profiles/ (or of $ATTN_PROFILES_DIR) with an index.json manifest,
-which names its variants and their files; the hook reads the manifest and the files it names, never
-measuring code. A set that is broken (a summary that is not one, a file the manifest names missing
-or unreadable, a folder the manifest does not know) fails the build with one line naming the file.
-GPU sets come first, then CPU.
+Written the way Material for MkDocs' hooks/shortcodes.py is: one regex finds the markers, RENDERERS
+says which function renders each kind, and each renderer's docstring says what it writes. A marker
+stands alone on its line (inline code such as `<!-- profile: naive -->` is left alone), e.g.
+`<!-- profile: naive -->`, `<!-- profile-claim: naive clone-under-masked-fill -->` (a claim of the
+variant's spec in attn/specs.py, by key) or `<!-- profile-figure: scaling -->`. One that names an
+unknown variant, claim or figure fails the build. The sets are read and checked by profile_sets.py;
+variants, claims and lessons come from attn.specs.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
-import logging
 import os
 import posixpath
 import re
-import sys
 import textwrap
-import xml.etree.ElementTree as ElementTree
-from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File
+from mkdocs.utils.meta import get_data
+from profile_sets import artifact_files, hardware_sets, read_json
 
-log = logging.getLogger("mkdocs.hooks.profiles")
+from attn import specs
+from attn.profiling import layout
+from attn.profiling.checks import BenchmarkClaim, BenchmarkEvidence
+from attn.profiling.diff import diff_name
+from attn.profiling.units import bytes_text, count_text, time_text
 
 MARKER = re.compile(
-    r"^(?P<indent>[ \t]*)<!--\s*profile(?P<kind>|-compare|-env|-glance|-figure|-check|-claim|-diff)"
-    r"\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
+    r"^(?P<indent>[ \t]*)<!--\s*(?P<kind>profile[\w-]*)\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
     re.M,
 )
-FIGURES = ("scaling", "benchmark", "decoding")  # set-level pictures: <hardware>/<name>.svg
-PUBLISHED = {".json", ".gz", ".txt", ".svg", ".png"}  # table.md is inlined into pages instead
-DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
-DEVICE_WORDS = {"cpu": "On CPU", "cuda": "On a GPU"}
-
-_state: dict = {"root": None, "known": None, "sets": None}
+VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
+DEVICE_WORDS = {"cuda": "On a GPU", "cpu": "On CPU"}  # in the order the sets are shown
 
 
-# --- reading and checking profiles/ -----------------------------------------------------------
+class Page(NamedTuple):
+    """Where a marker renders: the page's path in docs/, the checked sets, the site's config."""
+
+    src_uri: str
+    sets: list[dict]
+    config: dict
+
+    def link(self, target: str) -> str:
+        """Relative URL from this page to a path in the docs tree (MkDocs resolves it)."""
+        return posixpath.relpath(target, posixpath.dirname(self.src_uri) or ".")
+
+    def error(self, message: str) -> PluginError:
+        return PluginError(f"{self.src_uri}: {message}")
+
+    def variants(self, *names: str) -> None:
+        """Fail the build on a name that has no spec."""
+        for name in names:
+            if specs.spec(name) is None:
+                known = ", ".join(specs.names())
+                raise self.error(f"unknown variant {name!r}; known variants: {known}")
 
 
-class BrokenSet(PluginError):
-    """A profile set the site must not publish; the message names the file and the problem."""
+# --- pieces of Markdown ---------------------------------------------------------------------------
 
 
-def _read_json(path: Path, kind: type = dict):
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise BrokenSet(f"profiles hook: cannot read {path}: {e}") from e
-    if not isinstance(data, kind):
-        raise BrokenSet(
-            f"profiles hook: {path} holds a {type(data).__name__}, not a {kind.__name__}"
-        )
-    return data
+def _tabs(tabs: list[tuple[str, str]]) -> str:
+    """A content-tab set; `===!` opens a new set, so it never merges with tabs written around it."""
+    return "\n".join(
+        f'{"===!" if i == 0 else "==="} "{title}"\n\n{textwrap.indent(body.strip(), "    ")}\n'
+        for i, (title, body) in enumerate(tabs)
+    )
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _not_profiled(page: Page, what: str) -> str:
+    return (
+        f'!!! note "Not profiled yet"\n\n    No hardware set in `profiles/` has artifacts for {what} '
+        f"yet. [Reproduce]({page.link('reproduce.md')}) says how to make them.\n"
+    )
 
 
-def check_summary(path: Path, variant: str) -> dict:
-    """The summary at path, or BrokenSet naming what is wrong with it."""
-    s = _read_json(path)
-    if s.get("variant") != variant:
-        raise BrokenSet(
-            f"profiles hook: {path} is the summary of {s.get('variant')!r}, not {variant!r} "
-            "(a folder copied over another?)"
-        )
-    if not isinstance(s.get("available"), bool):
-        raise BrokenSet(f"profiles hook: {path} has no 'available' true/false")
-    if not s["available"]:
-        return s
-    for key in ("cpu_time_us", "ops_per_forward"):
-        if not _number(s.get(key)):
-            raise BrokenSet(f"profiles hook: {path}: {key} is {s.get(key)!r}, not a number")
-    shape = s.get("shape")
-    if not isinstance(shape, dict) or not all(
-        _number(shape.get(k)) for k in ("batch", "heads", "seq_q", "seq_k", "head_dim")
-    ):
-        raise BrokenSet(
-            f"profiles hook: {path}: shape is {shape!r}, not batch/heads/seq_q/seq_k/head_dim"
-        )
-    return s
+def per_set(page: Page, what: str, body) -> str:
+    """One tab per set that body(hw) has something for, or a note that no set has `what` yet."""
+    tabs = [(hw["title"], text) for hw in page.sets if (text := body(hw))]
+    return _tabs(tabs) or _not_profiled(page, what)
 
 
-def check_file(path: Path) -> None:
-    """A published artifact must be whole: gzip JSON traces decode, pictures parse, data loads."""
-    try:
-        if path.name.endswith(".json.gz"):
-            json.loads(gzip.decompress(path.read_bytes()))
-        elif path.suffix == ".svg":
-            ElementTree.fromstring(path.read_bytes())
-        elif path.suffix == ".json":
-            json.loads(path.read_text(encoding="utf-8"))
-        elif path.suffix == ".png" and not path.read_bytes().startswith(b"\x89PNG"):
-            raise ValueError("not a PNG")
-        elif path.stat().st_size == 0:
-            raise ValueError("empty")
-    except (OSError, ValueError, EOFError, ElementTree.ParseError) as e:
-        raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
+def _row(cells: list) -> str:
+    """A table row; None, a number not measured, shows as a dash."""
+    return "| " + " | ".join("–" if c is None else str(c) for c in cells) + " |"
 
 
-def load_set(folder: Path) -> dict:
-    """One hardware set, checked: {slug, env, manifest, title, device_type, summaries}."""
-    manifest = _read_json(folder / "index.json")
-    variants = manifest.get("variants")
-    if not isinstance(variants, dict):
-        raise BrokenSet(f"profiles hook: {folder / 'index.json'} has no 'variants' object")
-    on_disk = {
-        p.name
-        for p in folder.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and p.name != "diff"
-    }
-    unknown = sorted(on_disk - set(variants))
-    if unknown:
-        raise BrokenSet(
-            f"profiles hook: {folder}/{unknown[0]}/ is not in {folder / 'index.json'}: "
-            "rerun the profile, or delete the folder"
-        )
-    summaries = {}
-    for name, entry in variants.items():
-        vdir = folder / name
-        for f in entry.get("files", []):
-            if not (vdir / f).is_file():
-                raise BrokenSet(
-                    f"profiles hook: {folder / 'index.json'} lists {vdir / f}, which is missing"
-                )
-            check_file(vdir / f)
-        summaries[name] = check_summary(vdir / "summary.json", name)
-    for figure in manifest.get("figures", []):
-        check_file(folder / f"{figure}.svg")
-        check_file(folder / f"{figure}.json")
-    env = _read_json(folder / "environment.json") if (folder / "environment.json").exists() else {}
-    device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
-    name = manifest.get("device_name") or env.get("device_name") or folder.name
-    return {
-        "slug": folder.name,
-        "folder": folder,
-        "env": env,
-        "manifest": manifest,
-        "summaries": summaries,
-        "title": "CPU" if device_type == "cpu" else name,
-        "device_type": device_type,
-    }
+def _fmt(text, value) -> str | None:
+    return None if value is None else text(value)
 
 
-def hardware_sets(root: Path) -> list[dict]:
-    """Every hardware set under root (folders with an index.json), checked, GPUs first."""
-    root = Path(root)
-    if _state.get("sets") is not None and _state.get("sets_root") == root:
-        return _state["sets"]
-    found = []
-    for folder in sorted(p for p in root.glob("*") if p.is_dir() and not p.name.startswith(".")):
-        if not (folder / "index.json").is_file():
-            log.info(
-                "profiles hook: %s has no index.json; not a profile set, not published", folder
-            )
-            continue
-        found.append(load_set(folder))
-    return sorted(found, key=lambda h: (DEVICE_ORDER.get(h["device_type"], 1), h["title"]))
+COLUMNS = {  # per-forward number -> how to read it from a summary (None: not measured)
+    "CPU time": lambda s: _fmt(time_text, s.get("cpu_time_us")),
+    "device time": lambda s: _fmt(time_text, s.get("device_time_us")),
+    "ATen ops": lambda s: _fmt(count_text, s.get("ops_per_forward")),
+    "kernels": lambda s: _fmt(count_text, s.get("kernels_per_forward")),
+    "peak memory": lambda s: _fmt(bytes_text, s.get("peak_memory_bytes") or None),
+}
 
 
-# --- rendering --------------------------------------------------------------------------------
-
-
-def _link(target: str, src_uri: str) -> str:
-    """Relative URL from the Markdown page to a path in the docs tree (MkDocs resolves it)."""
-    return posixpath.relpath(target, posixpath.dirname(src_uri) or ".")
-
-
-def _time(us: float | None) -> str | None:
-    if us is None:
-        return None
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
-
-
-def _count(n: float | None) -> str | None:
-    if n is None:
-        return None
-    return str(int(n)) if float(n).is_integer() else f"{n:.1f}"
-
-
-def _sentence(text: str) -> str:
-    text = text.strip()
-    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+def _code(text: str) -> str:
+    """Backticks around op names in a claim's sentence."""
+    return re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)
 
 
 def environment_line(hw: dict) -> str:
@@ -214,24 +114,11 @@ def environment_line(hw: dict) -> str:
         threads = f", {env['threads']} threads" if env.get("threads") else ""
         parts[0] = f"CPU: {env['cpu_model']}{threads}"
     parts.append(f"torch {env.get('torch_version', '?')}")
-    if env.get("cuda_version"):
-        parts.append(f"CUDA {env['cuda_version']}")
-    if env.get("cudnn_version"):
-        parts.append(f"cuDNN {env['cudnn_version']}")
-    if env.get("date"):
-        parts.append(f"profiled {env['date']}")
-    if env.get("git_commit"):
-        parts.append(f"commit `{env['git_commit']}`")
+    parts += [f"CUDA {env['cuda_version']}"] if env.get("cuda_version") else []
+    parts += [f"cuDNN {env['cudnn_version']}"] if env.get("cudnn_version") else []
+    parts += [f"profiled {env['date']}"] if env.get("date") else []
+    parts += [f"commit `{env['git_commit']}`"] if env.get("git_commit") else []
     return " · ".join(parts)
-
-
-COLUMNS = {  # per-forward number -> how to read it from a summary (None: not measured)
-    "CPU time": lambda s: _time(s.get("cpu_time_us")),
-    "device time": lambda s: _time(s.get("device_time_us")),
-    "ATen ops": lambda s: _count(s.get("ops_per_forward")),
-    "kernels": lambda s: _count(s.get("kernels_per_forward")),
-    "peak memory": lambda s: _bytes(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") else None,
-}
 
 
 def setup_line(summary: dict) -> str:
@@ -245,361 +132,267 @@ def setup_line(summary: dict) -> str:
     return f"`{summary.get('dtype', '?')}` · {shape} · {causal}"
 
 
-def memcpy_text(summary: dict) -> str | None:
-    counts = summary.get("memcpy_per_forward")
-    if counts is None:
-        return None
-    return ", ".join(f"{_count(n)} {d}" for d, n in counts.items() if n) or "0"
-
-
 def run_line(summary: dict) -> str:
     """What was run, and the per-forward numbers (memcpys and memsets apart from kernels)."""
-    parts = [
-        f"{read(summary)} {label}" for label, read in COLUMNS.items() if read(summary) is not None
-    ]
-    if memcpy_text(summary) is not None:
-        parts += [
-            f"{memcpy_text(summary)} memcpy",
-            f"{_count(summary.get('memset_per_forward'))} memset",
-        ]
-    line = setup_line(summary)
-    return line + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
+    parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(summary)) is not None]
+    memcpy = summary.get("memcpy_per_forward")
+    if memcpy is not None:
+        copies = ", ".join(f"{count_text(n)} {d}" for d, n in memcpy.items() if n) or "0"
+        memset = _fmt(count_text, summary.get("memset_per_forward")) or "–"
+        parts += [f"{copies} memcpy", f"{memset} memset"]
+    return setup_line(summary) + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
 
 
-VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
+# --- the renderers, one per marker kind -----------------------------------------------------------
 
 
-def _code(text: str) -> str:
-    """Backticks around op names in a claim's sentence."""
-    return re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)
+def render_variant(page: Page, name: str) -> str:
+    """`<!-- profile: name -->`: one tab per hardware set that has the variant."""
+    page.variants(name)
+
+    def body(hw: dict) -> str | None:
+        summary = hw["summaries"].get(name)
+        if summary is None:
+            return None
+        if not summary["available"]:
+            reason = (summary.get("reason") or "No reason was recorded.").strip()
+            reason = reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
+            return f'!!! note "Not available on {hw["title"]}"\n\n    {reason}'
+        files = set(hw["manifest"]["variants"][name].get("files", []))
+        url = lambda f: page.link(f"profiles/{hw['slug']}/{name}/{f}")  # noqa: E731
+        where = f"{name} on {hw['title']}"
+        text = [f"<small>{environment_line(hw)}</small>", run_line(summary)]
+        if layout.TABLE_MD in files:
+            text.append((hw["folder"] / name / layout.TABLE_MD).read_text(encoding="utf-8").strip())
+        if layout.VIEWER in files:
+            alt = f"The trace of {where} in a trace viewer, zoomed to one attn_fwd"
+            text.append(f"![{alt}]({url(layout.VIEWER)}){{ loading=lazy }}")
+        if layout.TIMELINE in files:
+            alt = f"Timeline of one profiled forward of {where}"
+            text.append(f"![{alt}]({url(layout.TIMELINE)}){{ loading=lazy }}")
+        if layout.TRACE in files:
+            text.append(
+                f"[Open in Perfetto]({url(layout.TRACE)}){{ .md-button data-perfetto-trace "
+                f'data-perfetto-title="{where}" }} [Open here]({url(layout.TRACE)}){{ .md-button '
+                'data-trace-viewer data-trace-range="attn_fwd" }'
+            )
+        if kernels := summary.get("kernels"):
+            items = "\n".join(f"    - `{k}`" for k in kernels)
+            text.append(f'??? info "Kernel names ({len(kernels)})"\n\n{items}')
+        downloads = {layout.TRACE: "", layout.TABLE_TXT: " (the profiler's own table)"}
+        links = [f"[{f}]({url(f)}){why}" for f, why in downloads.items() if f in files]
+        text += ["Download: " + " · ".join(links)] if links else []
+        return "\n\n".join(text)
+
+    return per_set(page, f"`{name}`", body)
 
 
 def claims_of(name: str, hw: dict) -> list[dict]:
     """The claims as evaluated on a set ([] when the variant did not run there)."""
-    s = hw["summaries"].get(name)
-    return (s or {}).get("claims") or [] if s and s.get("available") else []
+    summary = hw["summaries"].get(name) or {}
+    return (summary.get("claims") or []) if summary.get("available") else []
 
 
-def claim_texts(name: str, device_type: str, sets: list[dict]) -> list[str]:
-    """The claim sentences about a device type, from any manifest that lists them."""
-    for hw in sets:
-        texts = ((hw["manifest"].get("claims") or {}).get(name) or {}).get(device_type)
-        if texts:
-            return texts
-    return []
+def _on(device_type: str, text: str) -> str:
+    """The sentence with the hardware it is about in front, unless it already starts with it."""
+    words = DEVICE_WORDS[device_type]
+    return _code(text) if text.startswith(words) else f"{words}: {_code(text)}"
 
 
-def render_check(name: str, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-check: name -->`: every claim, as checked on every set."""
-    sets = hardware_sets(root)
-    tabs = []
-    for hw in sets:
-        claims = claims_of(name, hw)
-        if not claims:
-            continue
-        lines = []
-        for c in claims:
-            mark, word = VERDICT[c.get("holds")]
-            lines.append(
-                f"- {mark} **{word}:** {_code(c['text'])} <small>Observed: {_code(c.get('observed') or '–')}</small>"
-            )
-        tabs.append((hw["title"], "\n".join(lines)))
-    waiting = []
-    profiled = {hw["device_type"] for hw in sets if claims_of(name, hw)}
-    for device_type in ("cuda", "cpu"):
-        if device_type in profiled:
-            continue
-        for text in claim_texts(name, device_type, sets):
-            waiting.append(f"- {DEVICE_WORDS[device_type]}: {_code(text)}")
-    body = _tabs(tabs) if tabs else ""
+def render_check(page: Page, name: str) -> str:
+    """`<!-- profile-check: name -->`: every claim, as checked on every set, then those unchecked."""
+    page.variants(name)
+    checked = [(hw, claims) for hw in page.sets if (claims := claims_of(name, hw))]
+    tabs = [
+        (hw["title"], "\n".join(
+            f"- {VERDICT[c.get('holds')][0]} **{VERDICT[c.get('holds')][1]}:** {_code(c['text'])} "
+            f"<small>Observed: {_code(c.get('observed') or '–')}</small>"
+            for c in claims
+        ))
+        for hw, claims in checked
+    ]  # fmt: skip
+    profiled = {hw["device_type"] for hw, _ in checked}
+    waiting = [
+        f"- {_on(c.device_type, c.text)}"
+        for device_type in DEVICE_WORDS
+        if device_type not in profiled
+        for c in specs.spec(name).trace_claims
+        if c.device_type == device_type
+    ]
+    body = _tabs(tabs)
     if waiting:
         body += (
-            f'\n!!! note "Not checked yet: {name}"\n\n    No profile set here has run these; each run on such '
-            "hardware checks them:\n\n" + textwrap.indent("\n".join(waiting), "    ") + "\n"
+            f'\n!!! note "Not checked yet: {name}"\n\n    No profile set here has run these; each '
+            "run on such hardware checks them:\n\n" + textwrap.indent("\n".join(waiting), "    ")
         )
-    return body or _not_profiled(f"`{name}`", src_uri)
+    return body or _not_profiled(page, f"`{name}`")
 
 
-def claim_sentences(name: str, sets: list[dict]) -> list[str]:
-    """Every sentence claimed about a variant: its CPU ones, then its GPU ones (as index.json lists
-    them), then any a set evaluated that its manifest does not list yet."""
-    texts: list[str] = []
-    for hw in sets:
-        listed = (hw["manifest"].get("claims") or {}).get(name) or {}
-        for device_type in ("cpu", "cuda"):
-            texts += [t for t in listed.get(device_type) or [] if t not in texts]
-    for hw in sorted(sets, key=lambda h: h["device_type"] != "cpu"):  # CPU first, as above
-        texts += [c["text"] for c in claims_of(name, hw) if c["text"] not in texts]
-    return texts
-
-
-def _claim_box(text: str, results: list[tuple[bool | None, str, str]], waiting: str) -> str:
-    """An admonition titled with the sentence: one line per set (verdict, set, observed value)."""
+def render_claim(page: Page, name: str, key: str) -> str:
+    """`<!-- profile-claim: name KEY -->`: one claim of the variant's spec, with its verdict on
+    each set that checked it (a benchmark claim: each set with a benchmark of its device type)."""
+    page.variants(name)
+    claim = specs.claim(name, key)
+    if claim is None:
+        keys = ", ".join(c.key for c in specs.spec(name).claims)
+        raise page.error(f"{name!r} has no claim {key!r}; its claims: {keys}")
+    if isinstance(claim, BenchmarkClaim):
+        results = [
+            (*claim.check(BenchmarkEvidence(name, read_json(hw["folder"] / "benchmark.json", list))),
+             hw["title"])
+            for hw in page.sets
+            if hw["device_type"] == claim.device_type
+            and "benchmark" in hw["manifest"].get("figures", [])
+        ]  # fmt: skip
+        where = {"cpu": "a CPU", "cuda": "a GPU"}[claim.device_type]
+        waiting = (
+            f"Not measured yet: no profile set here has a benchmark on {where}. `nox -s benchmark` "
+            "on such a machine makes one, and the next build checks it."
+        )
+    else:
+        results = [
+            (c.get("holds"), c.get("observed"), hw["title"])
+            for hw in page.sets
+            for c in claims_of(name, hw)
+            if c.get("key") == key
+        ]
+        waiting = "Not checked yet: no profile set here has run it on such hardware."
     verdicts = {holds for holds, _, _ in results}
     kind = "note" if not results else "success" if verdicts == {True} else "warning"
     lines = [
-        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {_code(observed or '–')})"
-        for holds, title, observed in results
+        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {_code(seen or '–')})"
+        for holds, seen, title in results
     ] or [waiting]
-    title = _code(text).replace(chr(34), chr(39))
+    title = _code(claim.text).replace('"', "'")
     return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
 
 
-def render_claim(name: str, index: int, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-claim: name N -->`: one claim, inline, per set that checked it."""
-    sets = hardware_sets(root)
-    texts = claim_sentences(name, sets)
-    if index >= len(texts):
-        raise PluginError(
-            f"{src_uri}: {name!r} has {len(texts)} claim(s) in the profile sets; no claim {index}"
-        )
-    text = texts[index]
-    results = [
-        (c.get("holds"), hw["title"], c.get("observed"))
-        for hw in sets
-        for c in claims_of(name, hw)
-        if c["text"] == text
-    ]
-    return _claim_box(
-        text, results, "Not checked yet: no profile set here has run it on such hardware."
-    )
+def render_compare(page: Page, *names: str) -> str:
+    """`<!-- profile-compare: a b -->`: a table of per-forward numbers per hardware set."""
+    page.variants(*names)
 
-
-def render_benchmark_claim(index: int, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-claim: benchmark N -->`: checked on each set's benchmark.json."""
-    # Checks over the rows, as the claims module defines them: they read, they measure nothing.
-    from attn.profiling.claims import BENCHMARK_CLAIMS
-
-    if index >= len(BENCHMARK_CLAIMS):
-        raise PluginError(
-            f"{src_uri}: there are {len(BENCHMARK_CLAIMS)} benchmark claims; no claim {index}"
-        )
-    claim = BENCHMARK_CLAIMS[index]
-    results = []
-    for hw in hardware_sets(root):
-        if hw["device_type"] != claim.device_type:
-            continue
-        if "benchmark" not in hw["manifest"].get("figures", []):
-            continue
-        holds, observed = claim.check(_read_json(hw["folder"] / "benchmark.json", list))
-        results.append((holds, hw["title"], observed))
-    where = {"cpu": "on a CPU", "cuda": "on a GPU"}[claim.device_type]
-    return _claim_box(
-        claim.text,
-        results,
-        f"Not measured yet: no profile set here has a benchmark {where}. "
-        "`nox -s benchmark` on such a machine makes one, and the next build checks it.",
-    )
-
-
-def _tabs(tabs: list[tuple[str, str]]) -> str:
-    """A content-tab set; `===!` opens a new set, so it never merges with tabs written around it."""
-    return "\n".join(
-        f'{"===!" if i == 0 else "==="} "{title}"\n\n{textwrap.indent(body.strip(), "    ")}\n'
-        for i, (title, body) in enumerate(tabs)
-    )
-
-
-def _not_profiled(what: str, src_uri: str) -> str:
-    return (
-        f'!!! note "Not profiled yet"\n\n'
-        f"    No hardware set in `profiles/` has artifacts for {what} yet. "
-        f"[Reproduce]({_link('reproduce.md', src_uri)}) says how to make them.\n"
-    )
-
-
-def render_variant(name: str, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile: name -->`: one tab per hardware set that has the variant."""
-    tabs = []
-    for hw in hardware_sets(root):
-        summary = hw["summaries"].get(name)
-        if summary is None:
-            continue
-        if not summary["available"]:
-            reason = _sentence(summary.get("reason") or "No reason was recorded.")
-            tabs.append((hw["title"], f'!!! note "Not available on {hw["title"]}"\n\n    {reason}'))
-            continue
-        files = set(hw["manifest"]["variants"][name].get("files", []))
-        url = f"profiles/{hw['slug']}/{name}"
-        body = [f"<small>{environment_line(hw)}</small>", run_line(summary)]
-        if "table.md" in files:
-            body.append((hw["folder"] / name / "table.md").read_text(encoding="utf-8").strip())
-        if "viewer.png" in files:
-            png = _link(url + "/viewer.png", src_uri)
-            alt = f"The trace of {name} on {hw['title']} in a trace viewer, zoomed to one attn_fwd"
-            body.append(f"![{alt}]({png}){{ loading=lazy }}")
-        if "timeline.svg" in files:
-            alt = f"Timeline of one profiled forward of {name} on {hw['title']}"
-            body.append(f"![{alt}]({_link(url + '/timeline.svg', src_uri)}){{ loading=lazy }}")
-        if "trace.json.gz" in files:
-            trace = _link(url + "/trace.json.gz", src_uri)
-            title = f"{name} on {hw['title']}"
-            body.append(
-                f'[Open in Perfetto]({trace}){{ .md-button data-perfetto-trace data-perfetto-title="{title}" }} '
-                f'[Open here]({trace}){{ .md-button data-trace-viewer data-trace-range="attn_fwd" }}'
-            )
-        kernels = summary.get("kernels") or []
-        if kernels:
-            items = "\n".join(f"    - `{k}`" for k in kernels)
-            body.append(f'??? info "Kernel names ({len(kernels)})"\n\n{items}')
-        links = []
-        if "trace.json.gz" in files:
-            links.append(f"[trace.json.gz]({_link(url + '/trace.json.gz', src_uri)})")
-        if "table.txt" in files:
-            links.append(
-                f"[table.txt]({_link(url + '/table.txt', src_uri)}) (the profiler's own table)"
-            )
-        if links:
-            body.append("Download: " + " · ".join(links))
-        tabs.append((hw["title"], "\n\n".join(body)))
-    if not tabs:
-        log.info("profiles hook: %s has a marker for %r but no artifacts", src_uri, name)
-        return _not_profiled(f"`{name}`", src_uri)
-    return _tabs(tabs)
-
-
-def render_compare(names: list[str], root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-compare: a b -->`: a per-forward table per hardware set."""
-    tabs = []
-    for hw in hardware_sets(root):
+    def body(hw: dict) -> str | None:
         summaries = {n: hw["summaries"][n] for n in names if n in hw["summaries"]}
         if not summaries:
-            continue
+            return None
         ran = [s for s in summaries.values() if s["available"]]
         columns = [c for c, read in COLUMNS.items() if any(read(s) is not None for s in ran)]
         columns = columns or ["CPU time"]
         rows = [
-            f"| `{name}` | " + " | ".join(COLUMNS[c](s) or "–" for c in columns) + " |"
+            _row([f"`{n}`", *(COLUMNS[c](s) for c in columns)])
             if s["available"]
-            else f"| `{name}` | not available here |" + " |" * (len(columns) - 1)
-            for name, s in summaries.items()
+            else f"| `{n}` | not available here |" + " |" * (len(columns) - 1)
+            for n, s in summaries.items()
         ]
-        head = "| variant | " + " | ".join(columns) + " |\n|---|" + "--:|" * len(columns)
+        head = _row(["variant", *columns]) + "\n|---|" + "--:|" * len(columns)
         shapes = {setup_line(s) for s in ran}
         shape = (
             shapes.pop() if len(shapes) == 1 else "rows at different shapes: see each variant's tab"
         )
-        body = f"<small>{environment_line(hw)}</small>\n\n{shape}. Per forward:\n\n" + "\n".join(
+        return f"<small>{environment_line(hw)}</small>\n\n{shape}. Per forward:\n\n" + "\n".join(
             [head, *rows]
         )
-        tabs.append((hw["title"], body))
-    if not tabs:
-        return _not_profiled(", ".join(f"`{n}`" for n in names), src_uri)
-    return _tabs(tabs)
+
+    return per_set(page, ", ".join(f"`{n}`" for n in names), body)
 
 
-def render_env(root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-env -->`: one row per hardware set."""
-    sets = hardware_sets(root)
-    if not sets:
-        return _not_profiled("any variant", src_uri)
-    rows = [
-        "| folder | device | torch | CUDA | cuDNN | date | commit |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for hw in sets:
+def render_diff(page: Page, a: str, b: str) -> str:
+    """`<!-- profile-diff: A B -->`: what changed from A to B on each set, as the harness wrote it."""
+    page.variants(a, b)
+
+    def body(hw: dict) -> str | None:
+        if diff_name(a, b) not in hw["manifest"].get("diffs", []):
+            return None
+        data = read_json(hw["folder"] / layout.DIFF_DIR / diff_name(a, b))
+        if not isinstance(data.get("markdown"), str):
+            raise page.error(
+                f"{diff_name(a, b)} on {hw['title']} has no 'markdown'; rerun the profile"
+            )
+        return data["markdown"]
+
+    return per_set(page, f"a diff of `{a}` and `{b}`", body)
+
+
+def render_env(page: Page) -> str:
+    """`<!-- profile-env -->`: one row per hardware set."""
+    rows = ["| folder | device | torch | CUDA | cuDNN | date | commit |", "|---" * 7 + "|"]
+    for hw in page.sets:
         env = hw["env"]
         device = env.get("device_name") or hw["title"]
         if hw["device_type"] == "cpu" and env.get("threads"):
             device += f" ({env['threads']} threads)"
         cells = [env.get(k) for k in ("torch_version", "cuda_version", "cudnn_version", "date")]
         commit = f"`{env['git_commit']}`" if env.get("git_commit") else None
-        values = [f"`profiles/{hw['slug']}/`", device, *cells, commit]
-        rows.append("| " + " | ".join("–" if v is None else str(v) for v in values) + " |")
-    return "\n".join(rows) + "\n"
+        rows.append(_row([f"`profiles/{hw['slug']}/`", device, *cells, commit]))
+    return "\n".join(rows) + "\n" if page.sets else _not_profiled(page, "any variant")
 
 
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "–"
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+def render_glance(page: Page) -> str:
+    """`<!-- profile-glance -->`: every variant of every hardware set, side by side, with its
+    speedup over the reference variant (at the reference's shape) and its lesson."""
+    ref = specs.REFERENCE
 
-
-def render_glance(root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-glance -->`: every variant of every hardware set, side by side."""
-    tabs = []
-    for hw in hardware_sets(root):
+    def body(hw: dict) -> str | None:
         found = hw["summaries"]
-        summaries = [found[n] for n in _state["known"] or found if n in found]
+        summaries = [found[n] for n in specs.names() if n in found]
         if not summaries:
-            continue
+            return None
         gpu = hw["device_type"] == "cuda"
         key = "device_time_us" if gpu else "cpu_time_us"
-        naive = (found.get("naive") or {}).get(key)
-        count = ("kernels", "kernels_per_forward") if gpu else ("ATen ops", "ops_per_forward")
-        ran = [x for x in summaries if x["available"]]
-        # Speedups compare rows at naive's shape; rows run at other shapes get a table of their own.
-        common = setup_line(found["naive"]) if found.get("naive", {}).get("available") else None
-        common = common or (setup_line(ran[0]) if ran else None)
-        head = ["variant", f"{count[0]} / forward", "CPU time"] + (["device time"] if gpu else [])
-        head += ["speedup over naive", "peak memory", "lesson"]
-        rows = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 2) + "---|"]
-        elsewhere = []
+        count = "kernels" if gpu else "ATen ops"
+        times = ["CPU time", "device time"] if gpu else ["CPU time"]
+        base = found.get(ref) or {}
+        ran = [s for s in summaries if s["available"]]
+        # Speedups compare rows at the reference's shape; rows at other shapes get a table of their own.
+        common = setup_line(base) if base.get("available") else setup_line(ran[0]) if ran else None
+        head = ["variant", f"{count} / forward", *times, f"speedup over {ref}", "peak memory"]
+        rows = [_row([*head, "lesson"]), "|---|" + "--:|" * (len(head) - 1) + "---|"]
+        other = ["variant", "shape", f"{count} / forward", "CPU time", "peak memory", "lesson"]
+        other = [_row(other), "|---|---|--:|--:|--:|---|"]
         for s in summaries:
-            if s["available"] and setup_line(s) != common:
-                elsewhere.append(s)
-                continue
+            name, lesson = f"`{s['variant']}`", specs.spec(s["variant"]).lesson
             if not s["available"]:
-                cells = ["not available here"] + ["–"] * (len(head) - 3)
-                rows.append(
-                    f"| `{s['variant']}` | " + " | ".join(cells) + f" | {s.get('lesson', '')} |"
-                )
-                continue
-            speedup = f"{naive / s[key]:.2f}×" if naive and s.get(key) else "–"
-            cells = [_count(s.get(count[1])) or "–", _time(s.get("cpu_time_us")) or "–"]
-            cells += [_time(s.get("device_time_us")) or "–"] if gpu else []
-            cells += [speedup, _bytes(s.get("peak_memory_bytes")), s.get("lesson", "")]
-            rows.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
-        body = [f"<small>{environment_line(hw)}</small>"] + ([common] if common else [])
-        body.append("\n".join(rows))
-        if elsewhere:
-            other = [
-                "| variant | shape | " + f"{count[0]} / forward | CPU time | peak memory | lesson |"
+                rows.append(_row([name, "not available here", *[None] * (len(head) - 2), lesson]))
+            elif setup_line(s) != common:
+                cells = [COLUMNS[c](s) for c in (count, "CPU time", "peak memory")]
+                other.append(_row([name, setup_line(s), *cells, lesson]))
+            else:
+                speedup = f"{base[key] / s[key]:.2f}×" if base.get(key) and s.get(key) else None
+                cells = [*(COLUMNS[c](s) for c in (count, *times)), speedup]
+                rows.append(_row([name, *cells, COLUMNS["peak memory"](s), lesson]))
+        text = [f"<small>{environment_line(hw)}</small>"] + ([common] if common else [])
+        text.append("\n".join(rows))
+        if len(other) > 2:
+            text += [
+                f"Profiled at a shape of their own (no speedup over {ref}):\n\n" + "\n".join(other)
             ]
-            other.append("|---|---|--:|--:|--:|---|")
-            for s in elsewhere:
-                cells = [
-                    setup_line(s),
-                    _count(s.get(count[1])) or "–",
-                    _time(s.get("cpu_time_us")) or "–",
-                ]
-                cells += [_bytes(s.get("peak_memory_bytes")), s.get("lesson", "")]
-                other.append(f"| `{s['variant']}` | " + " | ".join(cells) + " |")
-            body.append(
-                "Profiled at a shape of their own (no speedup over naive):\n\n" + "\n".join(other)
-            )
         if hw["manifest"].get("overview"):
-            svg = _link(f"profiles/{hw['slug']}/overview.svg", src_uri)
-            body.append(
-                f"![Time per forward of each variant on {hw['title']}]({svg}){{ loading=lazy }}"
-            )
-        tabs.append((hw["title"], "\n\n".join(body)))
-    return _tabs(tabs) if tabs else _not_profiled("any variant", src_uri)
+            svg = page.link(f"profiles/{hw['slug']}/{layout.OVERVIEW}")
+            alt = f"Time per forward of each variant on {hw['title']}"
+            text.append(f"![{alt}]({svg}){{ loading=lazy }}")
+        return "\n\n".join(text)
+
+    return per_set(page, "any variant", body)
 
 
-def render_figure(name: str, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-figure: scaling|benchmark -->`: that picture per hardware set."""
-    if name not in FIGURES:
-        raise PluginError(
-            f"{src_uri}: unknown figure {name!r}; known figures: {', '.join(FIGURES)}"
-        )
-    tabs = []
-    for hw in hardware_sets(root):
+def render_figure(page: Page, name: str) -> str:
+    """`<!-- profile-figure: NAME -->`: that picture of each hardware set that has one, and its data."""
+    if name not in layout.FIGURES:
+        raise page.error(f"unknown figure {name!r}; known figures: {', '.join(layout.FIGURES)}")
+
+    def body(hw: dict) -> str | None:
         if name not in hw["manifest"].get("figures", []):
-            continue
-        svg = _link(f"profiles/{hw['slug']}/{name}.svg", src_uri)
-        data = _link(f"profiles/{hw['slug']}/{name}.json", src_uri)
-        body = [
+            return None
+        svg, data = (page.link(f"profiles/{hw['slug']}/{name}.{ext}") for ext in ("svg", "json"))
+        text = [
             f"<small>{environment_line(hw)}</small>",
             f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
         ]
-        if name == "benchmark":
-            body.append(benchmark_table(_read_json(hw["folder"] / "benchmark.json", list)))
-        if name == "decoding":
-            body.append(decoding_table(_read_json(hw["folder"] / "decoding.json", list)))
-        body.append(f"Data: [{name}.json]({data})")
-        tabs.append((hw["title"], "\n\n".join(body)))
-    return _tabs(tabs) if tabs else _not_profiled(f"the {name} figure", src_uri)
+        if name in TABLES:
+            text.append(TABLES[name](read_json(hw["folder"] / f"{name}.json", list)))
+        return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
+
+    return per_set(page, f"the {name} figure", body)
 
 
 def decoding_table(rows: list[dict]) -> str:
@@ -631,139 +424,90 @@ def decoding_table(rows: list[dict]) -> str:
 
 
 def benchmark_table(rows: list[dict]) -> str:
-    """Each custom kernel's time as a multiple of sdpa_flash's, measured in the same run."""
+    """Each custom kernel's time as a multiple of the baseline's, measured in the same run."""
     # The ratio comes right after the name: a wide table scrolls, and this is the column to read.
     lines = [
-        "| variant | time ÷ sdpa_flash | batch × heads | seq | head_dim | causal | time | TFLOP/s |",
+        f"| variant | time ÷ {specs.BENCHMARK_BASELINE} | batch × heads | seq | head_dim | causal | time | TFLOP/s |",
         "|---|--:|--:|--:|--:|---|--:|--:|",
     ]
     for r in rows:
-        if "ratio_to_flash" not in r:
-            continue
-        lines.append(
-            f"| `{r['variant']}` | {r['ratio_to_flash']:.2f} | {r.get('batch', '?')} × {r.get('heads', '?')} "
-            f"| {r['seq']} | {r['head_dim']} | {'yes' if r['is_causal'] else 'no'} | {_time(r['time_us'])} "
-            f"| {r['tflops']:.3g} |"
-        )
+        if "ratio_to_flash" in r:
+            lines.append(
+                f"| `{r['variant']}` | {r['ratio_to_flash']:.2f} | {r.get('batch', '?')} × {r.get('heads', '?')} "
+                f"| {r['seq']} | {r['head_dim']} | {'yes' if r['is_causal'] else 'no'} | {time_text(r['time_us'])} "
+                f"| {r['tflops']:.3g} |"
+            )
     return "\n".join(lines)
 
 
-def expand(markdown: str, src_uri: str, root: Path, known: Iterable[str]) -> str:
-    """Replace every marker in a page; an unknown variant name is a build error."""
-    known = list(known)
+TABLES = {"benchmark": benchmark_table, "decoding": decoding_table}  # figure -> its data, tabled
 
-    def check(name: str) -> str:
-        if name not in known:
-            raise PluginError(
-                f"{src_uri}: profile marker names unknown variant {name!r}; "
-                f"known variants: {', '.join(known)}"
-            )
-        return name
+
+def render_chapters(page: Page) -> str:
+    """`<!-- profile-chapters -->`: each page of the nav but this one, linked with its nav title and
+    followed by its description: a page's `description:` front matter, a notebook's metadata's."""
+    items = []
+    for title, path in (item for entry in page.config["nav"] for item in entry.items()):
+        if path == page.src_uri:
+            continue
+        text = (Path(page.config["docs_dir"]) / path).read_text(encoding="utf-8")
+        meta = json.loads(text)["metadata"] if path.endswith(".ipynb") else get_data(text)[1]
+        if not meta.get("description"):
+            raise page.error(f"{path}, in the nav, has no description to list it with")
+        items.append(f"- [{title}]({page.link(path)}): {meta['description']}")
+    return "\n".join(items) + "\n"
+
+
+RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more; its renderer)
+    "profile": (1, render_variant),
+    "profile-check": (1, render_check),
+    "profile-claim": (2, render_claim),
+    "profile-compare": (None, render_compare),
+    "profile-diff": (2, render_diff),
+    "profile-env": (0, render_env),
+    "profile-glance": (0, render_glance),
+    "profile-figure": (1, render_figure),
+    "profile-chapters": (0, render_chapters),
+}
+
+
+def expand(markdown: str, src_uri: str, root: Path, config: dict | None = None) -> str:
+    """Replace every marker of a page; a marker that cannot be rendered fails the build."""
+    page = Page(src_uri, hardware_sets(Path(root)), config or {})
 
     def replace(m: re.Match) -> str:
-        kind, args = m["kind"], (m["args"] or "").split()
-        if kind == "-env":
-            return render_env(root, src_uri)
-        if kind == "-glance":
-            return render_glance(root, src_uri)
-        if kind == "-figure" and len(args) == 1:
-            return render_figure(args[0], root, src_uri)
-        if kind == "-check" and len(args) == 1:
-            return render_check(check(args[0]), root, src_uri)
-        if kind == "-claim" and len(args) == 2 and args[1].isdigit():
-            if args[0] == "benchmark":
-                return render_benchmark_claim(int(args[1]), root, src_uri)
-            return render_claim(check(args[0]), int(args[1]), root, src_uri)
-        if kind == "-diff" and len(args) == 2:
-            return render_diff_marker(check(args[0]), check(args[1]), root, src_uri)
-        if not args:
-            raise PluginError(f"{src_uri}: profile marker {m[0]!r} names no variant")
-        if kind == "-compare":
-            return render_compare([check(a) for a in args], root, src_uri)
-        if len(args) != 1:
-            raise PluginError(
-                f"{src_uri}: {m[0]!r} must name one variant (use profile-compare for more)"
-            )
-        return render_variant(check(args[0]), root, src_uri)
+        marker, args = m[0].strip(), (m["args"] or "").split()
+        if m["kind"] not in RENDERERS:
+            raise page.error(f"unknown marker {marker!r}; the markers: {', '.join(RENDERERS)}")
+        arity, render = RENDERERS[m["kind"]]
+        if len(args) != arity if arity is not None else not args:
+            takes = "one or more" if arity is None else arity
+            raise page.error(f"{marker!r} takes {takes} argument(s)")
+        # A marker indented inside an admonition or tab gets its output indented the same way.
+        return "\n" + textwrap.indent(render(page, *args), m["indent"]).rstrip() + "\n"
 
-    # A marker indented inside an admonition gets its output indented the same way.
-    return MARKER.sub(
-        lambda m: "\n" + textwrap.indent(replace(m), m["indent"]).rstrip() + "\n", markdown
-    )
+    return MARKER.sub(replace, markdown)
 
 
-def artifact_files(root: Path, config) -> list[File]:
-    """Every published artifact of every set, as MkDocs files at profiles/<hardware>/..."""
-    found = []
-    for hw in hardware_sets(root):
-        paths = [hw["folder"] / "index.json", hw["folder"] / "environment.json"]
-        paths += [
-            hw["folder"] / f"{f}.{ext}"
-            for f in hw["manifest"].get("figures", [])
-            for ext in ("svg", "json")
-        ]
-        paths += [hw["folder"] / "overview.svg"] if hw["manifest"].get("overview") else []
-        paths += [hw["folder"] / "diff" / d for d in hw["manifest"].get("diffs", [])]
-        for name, entry in hw["manifest"]["variants"].items():
-            paths += [hw["folder"] / name / f for f in entry.get("files", []) if f != "table.md"]
-        found += [p for p in paths if p.is_file()]
-    return [
-        File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
-        for p in sorted(found)
-    ]
+# --- MkDocs events --------------------------------------------------------------------------------
 
 
-def render_diff_marker(a: str, b: str, root: Path, src_uri: str) -> str:
-    """Markdown for `<!-- profile-diff: A B -->`: what changed from A to B on each set."""
-    tabs = []
-    for hw in hardware_sets(root):
-        name = f"{a}__{b}.json"
-        if name not in hw["manifest"].get("diffs", []):
-            continue
-        data = _read_json(hw["folder"] / "diff" / name)
-        tabs.append((hw["title"], render_diff(data)))
-    return _tabs(tabs) if tabs else _not_profiled(f"a diff of `{a}` and `{b}`", src_uri)
-
-
-def render_diff(data: dict) -> str:
-    """The diff as the harness rendered it when it wrote the file."""
-    if not isinstance(data.get("markdown"), str):
-        raise BrokenSet("profiles hook: a diff file has no 'markdown'; rerun the profile")
-    return data["markdown"]
-
-
-def variant_names(repo_root: Path) -> list[str]:
-    """Names of attn.variants(); the repository root is put on sys.path if attn is not installed."""
-    try:
-        import attn
-    except ImportError:
-        sys.path.insert(0, str(repo_root))
-        import attn
-    return [v.name for v in attn.variants()]
-
-
-# --- MkDocs events ----------------------------------------------------------------------------
-
-
-def on_config(config):
-    repo_root = Path(config.config_file_path).resolve().parent
-    _state["root"] = Path(os.environ.get("ATTN_PROFILES_DIR") or repo_root / "profiles")
-    _state["known"] = variant_names(repo_root)
-    return config
+def profiles_root(config) -> Path:
+    """$ATTN_PROFILES_DIR, or profiles/ beside mkdocs.yml."""
+    here = Path(config.config_file_path).resolve().parent
+    return Path(os.environ.get("ATTN_PROFILES_DIR") or here / "profiles")
 
 
 def on_files(files, config):
-    _state["sets"], _state["sets_root"] = None, None
-    sets = hardware_sets(_state["root"])  # checked once per build, then reused by every page
-    _state["sets"], _state["sets_root"] = sets, Path(_state["root"])
-    for file in artifact_files(_state["root"], config):
+    hardware_sets.cache_clear()  # checked once per build, then reused by every page
+    for file in artifact_files(profiles_root(config), config):
         if files.get_file_from_path(file.src_uri) is None:
             files.append(file)
     return files
 
 
 def on_page_markdown(markdown, page, config, files):
-    return expand(markdown, page.file.src_uri, _state["root"], _state["known"])
+    return expand(markdown, page.file.src_uri, profiles_root(config), config)
 
 
 def on_post_build(config):

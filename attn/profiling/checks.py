@@ -1,0 +1,589 @@
+"""Claims and the checks they are built from: logic only; the claims themselves live in attn.specs.
+
+A claim is a sentence plus a check over evidence: a run's trace (its summary and recorded forwards)
+or, for a benchmark claim, the rows of a hardware set's benchmark.json. The check returns whether
+the claim holds (True, False, or None when the evidence cannot tell) and what was observed; a claim
+that does not hold is a finding, not an error. This module imports nothing that names a variant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable
+
+from attn.profiling.trace import Forward, top_level
+from attn.profiling.units import bytes_text, time_text
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What a claim may look at: the run's summary and its recorded forwards."""
+
+    summary: dict
+    forwards: list[Forward]
+
+    def inputs(self, name: str) -> list[list[int]]:
+        """The first input's shape of every event called `name` that recorded shapes."""
+        return [
+            e.args["Input Dims"][0]
+            for f in self.forwards
+            for e in f.cpu_events
+            if e.name == name and e.args.get("Input Dims")
+        ]
+
+    def names(self) -> set[str]:
+        """Every CPU event name seen under attn_fwd, in any forward."""
+        return {e.name for f in self.forwards for e in f.cpu_events}
+
+    def under(self, parent: str) -> set[str]:
+        """Names of the events nested under any event called `parent`."""
+        found: set[str] = set()
+        for f in self.forwards:
+            for p in (e for e in f.cpu_events if e.name == parent):
+                found |= {e.name for e in f.cpu_events if e is not p and p.contains(e)}
+        return found
+
+    def kernels(self) -> list[str]:
+        return self.summary.get("kernels") or []
+
+
+Check = Callable[[Evidence], tuple[bool, str]]
+NO_SHAPES = "input shapes not recorded (the trace was taken without record_shapes)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A sentence about a variant's trace, keyed by a short name unique within the variant: the
+    name a chapter's `<!-- profile-claim: VARIANT KEY -->` marker uses."""
+
+    key: str
+    device_type: str  # "cpu" or "cuda": the hardware the sentence is about
+    text: str
+    check: Check
+    # True when the verdict needs a run large enough for the score matrix to dominate (times, gaps
+    # between ops, fixed-size tile buffers): checked on every run like any claim, but a test's tiny
+    # run cannot be expected to show it.
+    at_scale: bool = False
+
+
+# Building blocks. Each returns (holds, observed).
+def op_under(parent: str, child: str) -> Check:
+    def check(ev: Evidence) -> tuple[bool, str]:
+        holds = child in ev.under(parent)
+        return holds, f"{child} {'found' if holds else 'not found'} under {parent}"
+
+    return check
+
+
+def absent(*names: str) -> Check:
+    def check(ev: Evidence) -> tuple[bool, str]:
+        seen = sorted(set(names) & ev.names())
+        return not seen, f"seen: {', '.join(seen)}" if seen else f"none of {', '.join(names)}"
+
+    return check
+
+
+def present(*names: str) -> Check:
+    def check(ev: Evidence) -> tuple[bool, str]:
+        missing = sorted(set(names) - ev.names())
+        return (
+            not missing,
+            f"missing: {', '.join(missing)}" if missing else f"seen: {', '.join(names)}",
+        )
+
+    return check
+
+
+def only_scalar_copies(ev: Evidence) -> tuple[bool | None, str]:
+    """Every aten::copy_ copies a 0-dim tensor (a wrapped Python number), not the scores."""
+    copies = [e for f in ev.forwards for e in f.cpu_events if e.name == "aten::copy_"]
+    if any("Input Dims" not in e.args for e in copies):
+        return None, NO_SHAPES
+    big = [e.args["Input Dims"][0] for e in copies if e.args["Input Dims"][0] != []]
+    if big:
+        return False, f"aten::copy_ of shape {big[0]}"
+    per_fwd = len(copies) // max(len(ev.forwards), 1)
+    return True, f"{per_fwd} aten::copy_ per forward, each of a 0-dim tensor"
+
+
+def copies_of_scores_and_scalar(ev: Evidence) -> tuple[bool | None, str]:
+    """aten::copy_ runs twice over: on the scores (under aten::clone) and on a 0-dim scalar (under
+    aten::mul, the Python float converted to a tensor)."""
+    found = score_shape(ev)
+    copies = [e for f in ev.forwards for e in f.cpu_events if e.name == "aten::copy_"]
+    if found is None or any("Input Dims" not in e.args for e in copies):
+        return None, NO_SHAPES
+    shapes = {json_shape(e.args["Input Dims"][0]) for e in copies}
+    parents = {name for name in ("aten::clone", "aten::mul") if "aten::copy_" in ev.under(name)}
+    holds = {json_shape(found[0]), "[]"} <= shapes and parents == {"aten::clone", "aten::mul"}
+    return holds, (
+        f"aten::copy_ of {' and of '.join(sorted(shapes, key=len, reverse=True))}; "
+        f"under {', '.join(sorted(parents)) or 'neither aten::clone nor aten::mul'}"
+    )
+
+
+def json_shape(dims: list) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def top_level_ops(*names: str) -> Check:
+    """Every forward's own ops (those directly under the range) are exactly these, in this order."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if not ev.forwards:
+            return None, "no forward recorded"
+        seen = [[e.name for e in top_level(f)] for f in ev.forwards]
+        holds = all(ops == list(names) for ops in seen)
+        odd = next((ops for ops in seen if ops != list(names)), seen[0])
+        return holds, " → ".join(odd) or "no ops"
+
+    return check
+
+
+def kernel_count(expected: int, at_least: bool = False) -> Check:
+    """`expected` kernels per forward (or more, with at_least); memcpys and memsets are apart."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        n = ev.summary.get("kernels_per_forward")
+        if n is None:
+            return None, "no device activity recorded"
+        return (n >= expected if at_least else n == expected), f"{n:g} kernels per forward"
+
+    return check
+
+
+def one_kernel_matching(pattern: str) -> Check:
+    """Exactly one kernel per forward, and its name matches `pattern` (a regular expression)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        n = ev.summary.get("kernels_per_forward")
+        if n is None:
+            return None, "no device activity recorded"
+        names = ev.kernels()
+        hits = [k for k in names if re.search(pattern, k)]
+        shown = (hits or names or ["no kernels"])[0][:90]
+        return (n == 1 and len(hits) == 1), f"{n:g} kernel(s) per forward; {shown}"
+
+    return check
+
+
+def kernel_matching(pattern: str) -> Check:
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if ev.summary.get("kernels_per_forward") is None:
+            return None, "no device activity recorded"
+        hits = [k for k in ev.kernels() if re.search(pattern, k)]
+        return bool(hits), (hits[0][:90] if hits else f"no kernel matching {pattern}")
+
+    return check
+
+
+def memcpys(direction: str, expected: int) -> Check:
+    """`expected` memcpys per forward in that direction (DtoD, HtoD, DtoH), and no other memcpy."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        counts = ev.summary.get("memcpy_per_forward")
+        if counts is None:
+            return None, "no device activity recorded"
+        others = {d: n for d, n in counts.items() if d != direction and n}
+        seen = ", ".join(f"{n:g} {d}" for d, n in counts.items() if n) or "no Memcpy"
+        return counts.get(direction, 0) == expected and not others, f"{seen} per forward"
+
+    return check
+
+
+def launched_with(api: str) -> Check:
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if ev.summary.get("kernels_per_forward") is None:
+            return None, "no device activity recorded"
+        apis = sorted({e.name for f in ev.forwards for e in f.runtime_calls if "Launch" in e.name})
+        return api in apis, f"launch APIs: {', '.join(apis) or 'none'}"
+
+    return check
+
+
+# Bytes per element of the dtypes the profiler names in "Input type".
+ELEMENT_BYTES = {"double": 8, "float": 4, "c10::BFloat16": 2, "c10::Half": 2}
+
+
+def score_shape(ev: Evidence) -> tuple[list[int], str] | None:
+    """The [batch, heads, seq_q, seq_k] shape of the score matrix and its dtype's name, from the
+    recorded input shapes: the softmax's input, else q and k of the first op given both (a fused
+    op). None when shapes were not recorded."""
+    events = [e for f in ev.forwards for e in f.cpu_events if e.args.get("Input Dims")]
+    for e in events:
+        if e.name in SOFTMAX_OPS and len(e.args["Input Dims"][0]) == 4:
+            return list(e.args["Input Dims"][0]), (e.args.get("Input type") or [""])[0]
+    for e in events:
+        dims = e.args["Input Dims"]
+        if len(dims) >= 2 and len(dims[0]) == len(dims[1]) == 4 and dims[0][3] == dims[1][3]:
+            (b, h, seq_q, _), seq_k = dims[0], dims[1][2]
+            return [b, h, seq_q, seq_k], (e.args.get("Input type") or [""])[0]
+    return None
+
+
+def score_matrix_bytes(ev: Evidence) -> tuple[int, str] | None:
+    """Bytes of one score matrix and a description of it; None when shapes were not recorded."""
+    found = score_shape(ev)
+    if found is None or found[1] not in ELEMENT_BYTES:
+        return None
+    dims, dtype = found
+    return math.prod(dims) * ELEMENT_BYTES[dtype], f"{dims} {dtype}"
+
+
+def on_scores(*names: str) -> Check:
+    """Each op named takes the [batch, heads, seq_q, seq_k] scores as its first input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_shape(ev)
+        if found is None:
+            return None, NO_SHAPES
+        shapes = {name: ev.inputs(name) for name in names}
+        missing = [n for n, dims in shapes.items() if found[0] not in dims]
+        seen = "; ".join(f"{n} on {dims[0] if dims else 'nothing'}" for n, dims in shapes.items())
+        return not missing, seen
+
+    return check
+
+
+def never_on_scores(name: str) -> Check:
+    """Ops named `name` run, and none takes the [batch, heads, seq_q, seq_k] scores as input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_shape(ev)
+        if found is None:
+            return None, NO_SHAPES
+        dims = ev.inputs(name)
+        shown = ", ".join(str(d) for d in dict.fromkeys(map(tuple, dims))) or "none"
+        return bool(dims) and found[0] not in dims, f"{name} inputs: {shown}".replace(
+            "(", "["
+        ).replace(")", "]")
+
+    return check
+
+
+def peak_in_score_matrices(expected: int) -> Check:
+    """The forward's peak memory holds `expected` score matrices at once (and less than one more);
+    0: the scores are never allocated."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        peak = ev.summary.get("peak_memory_bytes")
+        if peak is None:
+            return None, "memory not recorded (the trace was taken without profile_memory)"
+        found = score_matrix_bytes(ev)
+        if found is None:
+            return None, NO_SHAPES
+        scores, what = found
+        ratio = peak / scores
+        return (
+            math.floor(ratio) == expected,
+            f"peak {bytes_text(peak)} = {ratio:.2f} × one score matrix ({bytes_text(scores)}: {what})",
+        )
+
+    return check
+
+
+def costs_more(slow: str, fast: str) -> Check:
+    """Per forward, the events named `slow` take more CPU time (inclusive) than those named `fast`."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        n = max(len(ev.forwards), 1)
+        times = {
+            name: sum(e.dur for f in ev.forwards for e in f.cpu_events if e.name == name) / n
+            for name in (slow, fast)
+        }
+        if not times[slow] or not times[fast]:
+            missing = [name for name, t in times.items() if not t]
+            return None, f"not in the trace: {', '.join(missing)}"
+        ratio = times[slow] / times[fast]
+        return (
+            ratio > 1,
+            f"{slow} {time_text(times[slow])}, {fast} {time_text(times[fast])} per forward ({ratio:.1f}×)",
+        )
+
+    return check
+
+
+END = "the end"  # where a gap is: after the range's last op, before the range itself ends
+
+
+def gaps(forward: Forward) -> dict[str, float]:
+    """Time between the range's top-level ops, keyed by where: 'after aten::x' or END."""
+    found: dict[str, float] = {}
+    previous, end = "the start", forward.range.ts
+    for e in top_level(forward):
+        where = f"after {previous}"
+        found[where] = found.get(where, 0.0) + max(e.ts - end, 0.0)
+        previous, end = e.name, e.end
+    found[END] = found.get(END, 0.0) + max(forward.range.end - end, 0.0)
+    return found
+
+
+def longest_gaps(*where: str, alone: bool = False) -> Check:
+    """In every forward the longest gaps between ops are at `where` (and, with alone, every other
+    gap is under a tenth of the shortest of them)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if not ev.forwards:
+            return None, "no forward recorded"
+        holds = True
+        for f in ev.forwards:
+            ranked = sorted(gaps(f).items(), key=lambda kv: -kv[1])
+            top, rest = ranked[: len(where)], ranked[len(where) :]
+            holds &= {w for w, _ in top} == set(where)
+            if alone and rest and top:
+                holds &= rest[0][1] < 0.1 * top[-1][1]
+        n = len(ev.forwards)
+        mean: dict[str, float] = {}
+        for f in ev.forwards:
+            for w, t in gaps(f).items():
+                mean[w] = mean.get(w, 0.0) + t / n
+        ranked = sorted(mean.items(), key=lambda kv: -kv[1])
+        self_us = sum(mean.values())
+        total = sum(f.range.dur for f in ev.forwards) / n
+        shown = ", ".join(
+            f"{time_text(t)} {'at the end' if w == END else w}" for w, t in ranked[: len(where) + 1]
+        )
+        return holds, (
+            f"{time_text(self_us)} per forward in no op ({self_us / total:.0%} of attn_fwd); "
+            f"longest gaps: {shown}"
+        )
+
+    return check
+
+
+def both(*checks: Check) -> Check:
+    """All checks hold; None (cannot tell) when one cannot tell and none fails."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        results = [c(ev) for c in checks]
+        holds = [h for h, _ in results]
+        verdict = False if False in holds else (None if None in holds else True)
+        return verdict, "; ".join(dict.fromkeys(o for _, o in results))
+
+    return check
+
+
+FUSED_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu"
+SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+
+
+def ops_per_forward(name: str, expected: int) -> Check:
+    """Exactly `expected` events called `name` in every forward."""
+
+    def check(ev: Evidence) -> tuple[bool, str]:
+        counts = sorted({sum(e.name == name for e in f.cpu_events) for f in ev.forwards})
+        seen = " or ".join(str(n) for n in counts) or "0"
+        return counts == [expected], f"{seen} {name} per forward"
+
+    return check
+
+
+def generated_kernel(pattern: str) -> Check:
+    """A CPU event whose name matches `pattern` (Inductor names its generated kernels this way)."""
+
+    def check(ev: Evidence) -> tuple[bool, str]:
+        hits = sorted({n for n in ev.names() if re.search(pattern, n)})
+        return bool(hits), hits[0] if hits else f"no event matching {pattern}"
+
+    return check
+
+
+def compile_costs_forwards(at_least: int) -> Check:
+    """The first call (tracing, code generation and build, or a load from Inductor's cache) costs
+    at least `at_least` profiled forwards."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        seconds = (ev.summary.get("first_calls_seconds") or {}).get("first")
+        if seconds is None:
+            return None, "the first call was not timed (a run of the example times it)"
+        ratio = seconds * 1e6 / ev.summary["cpu_time_us"]
+        return ratio >= at_least, f"first call {seconds:.2f} s = {ratio:,.0f} profiled forwards"
+
+    return check
+
+
+SDPA_OPS = (
+    FUSED_CPU,
+    "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_attention_math",
+)
+
+# A kernel that copies memory: the elementwise direct_copy kernel a clone or copy_ launches.
+COPY_KERNEL = r"(?i)copy"
+
+
+def _numel(dims: list) -> int:
+    return math.prod(dims) if dims else 1
+
+
+def _repeats(ev: Evidence) -> list[list[tuple]]:
+    """Per forward: (repeat_interleave event, the aten::copy_ events beneath it)."""
+    found = []
+    for f in ev.forwards:
+        copies = [e for e in f.cpu_events if e.name == "aten::copy_"]
+        found.append(
+            [
+                (r, [c for c in copies if r.contains(c)])
+                for r in f.cpu_events
+                if r.name == "aten::repeat_interleave"
+            ]
+        )
+    return found
+
+
+def repeat_copies(expected: int) -> Check:
+    """`expected` aten::repeat_interleave per forward, each copying at least its whole input."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        per_forward = _repeats(ev)
+        counts = sorted({len(r) for r in per_forward})
+        if counts != [expected]:
+            seen = " or ".join(str(n) for n in counts) or "no"
+            return False, f"{seen} aten::repeat_interleave per forward"
+        pairs = [pair for forward in per_forward for pair in forward]
+        if any("Input Dims" not in r.args for r, _ in pairs):
+            return None, NO_SHAPES
+        for r, copies in pairs:
+            source = _numel(r.args["Input Dims"][0])
+            copied = max((_numel(c.args["Input Dims"][0]) for c in copies), default=0)
+            if copied < source:
+                return False, f"aten::repeat_interleave of {r.args['Input Dims'][0]} copied less"
+        r, copies = pairs[0]
+        dims = copies[0].args["Input Dims"][0]
+        ratio = _numel(dims) / _numel(r.args["Input Dims"][0])
+        return True, (
+            f"{expected} aten::repeat_interleave per forward, each an aten::copy_ of {dims} "
+            f"({ratio:g}x the cache it repeats, {r.args['Input Dims'][0]})"
+        )
+
+    return check
+
+
+def peak_holds_the_copies(ev: Evidence) -> tuple[bool | None, str]:
+    """A forward's peak memory is at least the bytes the repeat_interleave copies wrote."""
+    peak = ev.summary.get("peak_memory_bytes")
+    if peak is None:
+        return None, "no memory events (the trace was taken without profile_memory)"
+    pairs = [pair for forward in _repeats(ev)[:1] for pair in forward]
+    if not pairs or any("Input Dims" not in c.args for _, cs in pairs for c in cs):
+        return None, "no recorded repeat_interleave copies to size"
+    copied = 0
+    for _, copies in pairs:
+        for c in copies:
+            kind = (c.args.get("Input type") or ["float"])[0]
+            copied += _numel(c.args["Input Dims"][0]) * ELEMENT_BYTES.get(kind, 4)
+    return peak >= copied, f"peak {bytes_text(peak)}; the copies {bytes_text(copied)}"
+
+
+def copy_kernels(expected: int) -> Check:
+    """Exactly `expected` kernels per forward whose names say they copy."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if ev.summary.get("kernels_per_forward") is None:
+            return None, "no device activity recorded"
+        hits = [k for k in ev.kernels() if re.search(COPY_KERNEL, k)]
+        shown = f": {hits[0][:70]}" if hits else ""
+        n = ev.summary["kernels_per_forward"]
+        return len(hits) == expected, f"{len(hits)} copy kernel(s) of {n:g} per forward{shown}"
+
+    return check
+
+
+# --- claims about a hardware set's benchmark.json ---------------------------------------------
+
+
+@dataclasses.dataclass
+class BenchmarkEvidence:
+    """What a benchmark claim may look at: the set's benchmark rows, and which variant it is about."""
+
+    variant: str
+    rows: list[dict]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkClaim(Claim):
+    """A sentence about the variant's rows in a set's benchmark.json (checked when the site is
+    built, against each set that has a benchmark); its check takes a BenchmarkEvidence."""
+
+
+def _span(values: list) -> str:
+    values = sorted(set(values))
+    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
+def benchmark_shapes(rows: list[dict]) -> str:
+    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128'."""
+    sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
+    size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
+    dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
+    parts = [size] if size else []
+    return ", ".join(parts + [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"])
+
+
+def ratio_to_baseline_below(limit: float, is_causal: bool | None = None) -> Check:
+    """At every benchmarked shape (of one masking, if given), the variant's time ÷ the baseline's
+    (`ratio_to_flash`, measured in the same run) is under `limit`."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        mine = [
+            r
+            for r in ev.rows
+            if r.get("variant") == ev.variant
+            and r.get("ratio_to_flash") is not None
+            and (is_causal is None or r.get("is_causal") == is_causal)
+        ]
+        if not mine:
+            return None, f"no {ev.variant} row with a ratio to the baseline in benchmark.json"
+        lo = min(mine, key=lambda r: r["ratio_to_flash"])
+        hi = max(mine, key=lambda r: r["ratio_to_flash"])
+        where = lambda r: f"seq {r['seq']}, head_dim {r['head_dim']}"  # noqa: E731
+        masking = {True: " causal", False: " non-causal", None: ""}[is_causal]
+        return hi["ratio_to_flash"] < limit, (
+            f"{lo['ratio_to_flash']:.2f}× ({where(lo)}) to {hi['ratio_to_flash']:.2f}× ({where(hi)}) "
+            f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+def slower_than(other: str) -> Check:
+    """At every shape benchmarked with both, the variant takes more time than `other` (same run)."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        key = lambda r: (r.get("batch"), r.get("heads"), r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+        theirs = {key(r): r["time_us"] for r in ev.rows if r.get("variant") == other}
+        pairs = [
+            (r, r["time_us"] / theirs[key(r)])
+            for r in ev.rows
+            if r.get("variant") == ev.variant and theirs.get(key(r))
+        ]
+        if not pairs:
+            return None, f"no shape in benchmark.json has both {ev.variant} and {other}"
+        lo, hi = min(x for _, x in pairs), max(x for _, x in pairs)
+        mine = [r for r, _ in pairs]
+        return lo > 1, (
+            f"{ev.variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
+            f"{benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+# --- evaluating ------------------------------------------------------------------------------
+
+
+def evaluate(claims: list[Claim], device_type: str, evidence) -> list[dict]:
+    """Check each claim about this device type: [{"key", "text", "holds", "observed"}].
+
+    `holds` is True or False, or None when the evidence cannot tell (e.g. shapes were not recorded).
+    """
+    results = []
+    for claim in claims:
+        if claim.device_type == device_type:
+            holds, observed = claim.check(evidence)
+            results.append(
+                {"key": claim.key, "text": claim.text, "holds": holds, "observed": observed}
+            )
+    return results

@@ -1,0 +1,20 @@
+"""Times, sizes and counts as the site and the terminal print them: one format for each."""
+
+from __future__ import annotations
+
+
+def time_text(us: float, digits: int = 2) -> str:
+    """Microseconds as `12.3 µs` or, from a millisecond up, `4.56 ms`."""
+    return f"{us / 1000:.{digits}f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
+def bytes_text(n: float) -> str:
+    """Bytes as `1.5 MiB`, `12 KiB` or `512 B`."""
+    if n >= 2**20:
+        return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**10:.0f} KiB" if n >= 2**10 else f"{n:.0f} B"
+
+
+def count_text(n: float) -> str:
+    """A count per forward (a mean over ranges): `5`, or `2.33` when it is not whole."""
+    return f"{n:g}" if float(n).is_integer() else f"{n:.2f}"

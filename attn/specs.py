@@ -1,0 +1,496 @@
+"""One spec per variant: every fact about it, in one place, in chapter order.
+
+Everything that lists variants reads this table: the registry (`attn.variants()`), the examples that
+`nox -s profile_examples` runs, the diffs, the screenshots, the sweeps, the sources the site
+publishes and the tests' parametrisation. Adding a variant with a chapter is its module, its example,
+its chapter, its entry here and its nav line in mkdocs.yml.
+
+A claim is keyed by a short name unique within its variant; a chapter shows it with
+`<!-- profile-claim: VARIANT KEY -->`. Claims are data built from attn.profiling.checks (logic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+from attn.compiled import AdditiveMaskAttention, CompiledAttention
+from attn.custom_cpu import CustomCpuVariant
+from attn.custom_cuda import CustomCudaVariant
+from attn.custom_triton import CustomTritonVariant
+from attn.decode import EnableGqaAttention, RepeatKVAttention
+from attn.flex import FlexAttention, sliding_window
+from attn.inplace import InPlaceAttention
+from attn.naive import NaiveAttention
+from attn.profiling.checks import (
+    END,
+    FUSED_CPU,
+    SDPA_OPS,
+    SOFTMAX_OPS,
+    BenchmarkClaim,
+    Claim,
+    absent,
+    both,
+    compile_costs_forwards,
+    copies_of_scores_and_scalar,
+    copy_kernels,
+    costs_more,
+    generated_kernel,
+    kernel_count,
+    kernel_matching,
+    launched_with,
+    longest_gaps,
+    memcpys,
+    never_on_scores,
+    on_scores,
+    one_kernel_matching,
+    only_scalar_copies,
+    op_under,
+    ops_per_forward,
+    peak_holds_the_copies,
+    peak_in_score_matrices,
+    present,
+    ratio_to_baseline_below,
+    repeat_copies,
+    slower_than,
+    top_level_ops,
+)
+from attn.registry import DecodeVariant, GeneratedVariant, ModuleVariant, SdpaVariant
+from attn.variant import Variant
+
+SDPA_CPU_OP = rf"^{FUSED_CPU}$"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """Everything the project knows about one variant."""
+
+    name: str
+    title: str
+    lesson: str  # the one line the at-a-glance table says about it
+    make: Callable[[], Variant]  # the variant object, without its name (the registry adds it)
+    chapter: str  # the page in docs/ that teaches it
+    example: tuple[str, ...]  # the script that profiles it, then that script's own flags
+    # Files its chapter excerpts besides the example, published whole with the site.
+    sources: tuple[str, ...] = ()
+    focus: str | None = None  # the CPU event its trace-viewer screenshot selects (a regex)
+    gpu_focus: str | None = None  # the same on a GPU; by default its first kernel
+    claims: tuple[Claim, ...] = ()
+    diff_with: tuple[str, ...] = ()  # variants whose runs are diffed against its (it -> them)
+    sweeps: tuple[str, ...] = ()  # "scaling" (seq), "benchmark" (beside the baseline), "decoding"
+    ratio: bool = False  # in the benchmark, its time ÷ the baseline's is reported and claimed
+    holds_scores: bool = False  # materialises the [batch, heads, seq, seq] scores
+    inputs: str = "square"  # "square": q, k, v alike; "decode": new tokens against a GQA KV cache
+
+    @property
+    def trace_claims(self) -> list[Claim]:
+        """The claims checked on the variant's own trace."""
+        return [c for c in self.claims if not isinstance(c, BenchmarkClaim)]
+
+    @property
+    def benchmark_claims(self) -> list[BenchmarkClaim]:
+        """The claims checked on a set's benchmark.json rows."""
+        return [c for c in self.claims if isinstance(c, BenchmarkClaim)]
+
+
+REFERENCE = "naive"  # speedups on the site are over this one
+BENCHMARK_BASELINE = "sdpa_flash"  # the benchmark reports times as multiples of this one's
+
+
+def sdpa(backend: str, title: str, lesson: str, focus: str | None = None, **facts) -> Spec:
+    return Spec(
+        f"sdpa_{backend}", title, lesson, lambda: SdpaVariant(backend), "sdpa.md",
+        ("examples/sdpa_attention.py", "--backend", backend), ("attn/sdpa.py",), focus, **facts,
+    )  # fmt: skip
+
+
+COMPILED = ("examples/compiled_attention.py",), ("attn/compiled.py", "attn/naive.py")
+FIRST_CALL = Claim(  # every compiled and Flex variant's
+    "first-call-costs", "cpu",
+    "The first call, which compiles (or loads Inductor's cache), costs more than 10 forwards.",
+    compile_costs_forwards(10),
+)  # fmt: skip
+TEMPLATE_KERNEL = Claim(  # both Flex variants'
+    "gpu-one-template-kernel", "cuda",
+    "On a GPU, one generated Triton template kernel (triton_tem_) per forward.",
+    one_kernel_matching(r"^triton_tem_"),
+)  # fmt: skip
+FLEX = ("examples/flex_attention.py",), ("attn/flex.py",)
+
+
+def generated(name, title, lesson, make, files, flags, focus, **facts) -> Spec:
+    """A compiled or FlexAttention variant: its module under torch.compile."""
+    (script,), sources = files
+    return Spec(
+        name, title, lesson, lambda: GeneratedVariant(make()), "compiled-and-flex.md",
+        (script, *flags), sources, focus, **facts,
+    )  # fmt: skip
+
+
+# Kernel families are matched on the start of the (demangled) name, so that no other kernel that
+# merely contains the word (vLLM's reshape_and_cache_flash_kernel, cuDNN's flash_fprop) counts.
+# fmt: off
+SPECS: tuple[Spec, ...] = (
+    Spec(
+        "naive", "Naive attention",
+        "out-of-place masked_fill copies the whole score matrix",
+        lambda: ModuleVariant(NaiveAttention()), "naive.md",
+        ("examples/naive_attention.py",),
+        ("attn/naive.py",),
+        focus=r"^aten::clone$", gpu_focus=r"^Memcpy DtoD",
+        claims=(
+            Claim("clone-under-masked-fill", "cpu",
+                "Masking clones the scores: aten::clone under aten::masked_fill.",
+                op_under("aten::masked_fill", "aten::clone")),
+            Claim("clone-costs-more-than-scale", "cpu",
+                "The clone costs more CPU time than the scale step: aten::clone copies a "
+                "[seq_q, seq_k] matrix per head, aten::mul scales q, only [seq_q, head_dim].",
+                costs_more("aten::clone", "aten::mul"), at_scale=True),
+            Claim("peak-two-score-matrices", "cpu",
+                "Peak memory is two score matrices, not three: the unmasked scores are freed as "
+                "soon as their masked copy replaces them, before the softmax writes its output.",
+                peak_in_score_matrices(2)),
+            Claim("matmul-views-and-bmm", "cpu",
+                "Under aten::matmul: aten::expand and aten::reshape, which only make views, and "
+                "aten::bmm, which multiplies.",
+                both(
+                    op_under("aten::matmul", "aten::expand"),
+                    op_under("aten::matmul", "aten::reshape"),
+                    op_under("aten::matmul", "aten::bmm"),
+                )),
+            Claim("gaps-after-masking-and-at-end", "cpu",
+                "The two longest gaps between ops inside attn_fwd come after aten::masked_fill and "
+                "at its end: where score-sized tensors are freed, which takes time but is no op.",
+                longest_gaps("after aten::masked_fill", END), at_scale=True),
+            Claim("copy-row-adds-two-copies", "cpu",
+                "The one aten::copy_ row of the table adds up two different copies: the scores, "
+                "under aten::clone, and a 0-dim scalar, the scale, under aten::mul.",
+                copies_of_scores_and_scalar),
+            Claim("ops-follow-the-code", "cpu",
+                "The forward's own ops follow the code: aten::mul (q by the scale), aten::transpose "
+                "(of k), aten::matmul, aten::masked_fill, aten::softmax, aten::matmul.",
+                top_level_ops(
+                    "aten::mul", "aten::transpose", "aten::matmul", "aten::masked_fill",
+                    "aten::softmax", "aten::matmul",
+                ),  # fmt: skip
+            ),
+            Claim("gpu-five-kernels-and-a-memcpy", "cuda",
+                "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
+                both(kernel_count(5), memcpys("DtoD", 1))),
+            Claim("gpu-peak-two-score-matrices", "cuda",
+                "Peak memory is two score matrices, not three (the scores and the softmax output).",
+                peak_in_score_matrices(2)),
+        ),
+        diff_with=("inplace",), sweeps=("scaling",), holds_scores=True,
+    ),
+    Spec(
+        "inplace", "In-place masking",
+        "masked_fill_, in place, removes that copy",
+        lambda: ModuleVariant(InPlaceAttention()), "inplace.md",
+        ("examples/inplace_attention.py",),
+        ("attn/inplace.py",),
+        focus=r"^aten::masked_fill_$",
+        claims=(
+            Claim("no-clone", "cpu",
+                "No aten::clone under attn_fwd, and no aten::copy_ of the scores (only of the "
+                "scale factor).",
+                both(absent("aten::clone"), only_scalar_copies)),
+            Claim("peak-still-two-score-matrices", "cpu",
+                "Peak memory is still two score matrices, as in naive: the scores and the softmax "
+                "output. Masking in place saves an allocation and a copy, not the peak.",
+                peak_in_score_matrices(2)),
+            Claim("one-gap-at-end", "cpu",
+                "The one long gap between ops inside attn_fwd is at its end, where the scores and "
+                "the softmax output are freed: masking in place frees nothing.",
+                longest_gaps(END, alone=True), at_scale=True),
+            Claim("gpu-five-kernels-no-memcpy", "cuda",
+                "5 kernels per forward and no Memcpy.",
+                both(kernel_count(5), memcpys("DtoD", 0))),
+            Claim("gpu-peak-still-two-score-matrices", "cuda",
+                "Peak memory is still two score matrices, as in naive: the scores and the softmax "
+                "output.",
+                peak_in_score_matrices(2)),
+        ),
+        diff_with=("sdpa_math",), sweeps=("scaling", "benchmark"), holds_scores=True,
+    ),
+    sdpa(
+        "math", "SDPA: math backend",
+        "the reference path: mask rebuilt per call, safe softmax, many small ops",
+        r"^aten::_safe_softmax$",
+        claims=(
+            Claim("safe-softmax", "cpu",
+                "Uses aten::_safe_softmax, which guards fully masked rows.",
+                present("aten::_safe_softmax")),
+            Claim("mask-rebuilt-each-call", "cpu",
+                "Rebuilds the causal mask on every call: aten::ones, aten::tril, aten::where.",
+                present("aten::ones", "aten::tril", "aten::where")),
+            Claim("scales-q-and-k", "cpu",
+                "Scales q and k before the product, never the scores: no aten::mul takes a "
+                "[seq_q, seq_k] input.",
+                never_on_scores("aten::mul")),
+            Claim("extra-passes-over-scores", "cpu",
+                "Makes extra full passes over the [seq_q, seq_k] scores: aten::add_ adds the mask, "
+                "aten::isneginf and aten::all look for fully masked rows.",
+                on_scores("aten::add_", "aten::isneginf", "aten::all")),
+            Claim("gpu-many-kernels-tril", "cuda",
+                "10 or more kernels per forward, the mask rebuilt by a tril kernel.",
+                both(kernel_count(10, at_least=True), kernel_matching("tril"))),
+            BenchmarkClaim("slower-than-inplace", "cpu",
+                "sdpa_math takes more time than the in-place module at every shape benchmarked.",
+                slower_than("inplace")),
+            BenchmarkClaim("gpu-slower-than-inplace", "cuda",
+                "sdpa_math takes more time than the in-place module at every shape benchmarked.",
+                slower_than("inplace")),
+        ),
+        diff_with=("sdpa_flash",), sweeps=("scaling", "benchmark"), holds_scores=True,
+    ),
+    sdpa(
+        "efficient", "SDPA: memory-efficient backend",
+        "one fused CUTLASS kernel (from xformers); GPU only",
+        claims=(
+            Claim("gpu-one-cutlass-kernel", "cuda",
+                "One fused fmha_cutlassF kernel per forward.",
+                one_kernel_matching(r"^(void )?fmha_cutlassF")),
+        ),
+        sweeps=("scaling", "benchmark"),
+    ),
+    sdpa(
+        "flash", "SDPA: flash backend",
+        "one fused op; the score matrix never reaches memory",
+        SDPA_CPU_OP,
+        claims=(
+            Claim("one-fused-op", "cpu",
+                f"One fused op, {FUSED_CPU}, and no separate softmax.",
+                both(present(FUSED_CPU), absent(*SOFTMAX_OPS))),
+            Claim("peak-under-one-score-matrix", "cpu",
+                "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
+                "allocated.",
+                peak_in_score_matrices(0), at_scale=True),
+            Claim("gpu-one-flash-kernel", "cuda",
+                "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
+                one_kernel_matching(r"^(void )?pytorch_flash::flash_fwd\w*kernel")),
+        ),
+        sweeps=("scaling", "benchmark"),
+    ),
+    sdpa(
+        "cudnn", "SDPA: cuDNN backend",
+        "a generated cuDNN kernel; cost moves to the CPU side; GPU only",
+        claims=(
+            Claim("gpu-one-cudnn-kernel", "cuda",
+                "One cudnn_generated kernel per forward, launched with cuLaunchKernelEx, and no "
+                "aten::transpose.",
+                both(
+                    one_kernel_matching(r"^(void )?cudnn_generated"),
+                    launched_with("cuLaunchKernelEx"),
+                    absent("aten::transpose"),
+                )),
+        ),
+        sweeps=("scaling", "benchmark"),
+    ),
+    Spec(
+        "custom_cpu", "Custom C++ kernel (CPU)",
+        "our tiled C++ op: one op, online softmax, GEMM tiles",
+        CustomCpuVariant, "custom-kernels.md",
+        ("examples/custom_kernel_attention.py", "--impl", "cpu"),
+        ("attn/custom_cpu.py", "csrc/cpu/flash_attention_cpu.cpp"),
+        focus=r"^attn::flash_attention_forward$",
+        claims=(
+            Claim("one-op", "cpu",
+                "One op from our library: attn::flash_attention_forward, and no separate softmax.",
+                both(present("attn::flash_attention_forward"), absent(*SOFTMAX_OPS, "aten::bmm"))),
+            Claim("peak-under-one-score-matrix", "cpu",
+                "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
+                "allocated.",
+                peak_in_score_matrices(0), at_scale=True),
+            BenchmarkClaim("under-flash-causal", "cpu",
+                "custom_cpu takes less time than sdpa_flash (time ÷ sdpa_flash under 1) at every "
+                "causal shape benchmarked.",
+                ratio_to_baseline_below(1.0, is_causal=True)),
+            BenchmarkClaim("within-1.25x-of-flash", "cpu",
+                "custom_cpu stays within 1.25× of sdpa_flash's time at every shape benchmarked, "
+                "causal or not.",
+                ratio_to_baseline_below(1.25)),
+        ),
+        sweeps=("scaling", "benchmark"), ratio=True,
+    ),
+    Spec(
+        "custom_cuda", "Custom CUDA kernel",
+        "our FlashAttention-2-style CUDA kernel: one launch",
+        CustomCudaVariant, "custom-kernels.md",
+        ("examples/custom_kernel_attention.py", "--impl", "cuda"),
+        ("attn/custom_cuda.py", "csrc/cuda/flash_fwd.cu"),
+        claims=(
+            Claim("gpu-one-kernel", "cuda",
+                "One kernel per forward: our flash_fwd_kernel.",
+                one_kernel_matching(r"^(void )?(attn::)?flash_fwd_kernel\b")),
+            BenchmarkClaim("gpu-within-2x-of-flash", "cuda",
+                "custom_cuda stays within 2× of sdpa_flash's time at every shape benchmarked.",
+                ratio_to_baseline_below(2.0)),
+        ),
+        sweeps=("scaling", "benchmark"), ratio=True,
+    ),
+    Spec(
+        "custom_triton", "Custom Triton kernel",
+        "our Triton kernel: one launch, written in Python",
+        CustomTritonVariant, "custom-kernels.md",
+        ("examples/custom_kernel_attention.py", "--impl", "triton"),
+        ("attn/custom_triton.py",),
+        claims=(
+            Claim("gpu-one-kernel", "cuda",
+                "One kernel per forward: the Triton _attn_fwd.",
+                one_kernel_matching(r"^_attn_fwd\b")),
+            BenchmarkClaim("gpu-within-2x-of-flash", "cuda",
+                "custom_triton stays within 2× of sdpa_flash's time at every shape benchmarked.",
+                ratio_to_baseline_below(2.0)),
+        ),
+        sweeps=("scaling", "benchmark"), ratio=True,
+    ),
+    generated(
+        "compiled_naive", "torch.compile: naive attention",
+        "masked_fill stays two matmuls around one generated softmax kernel",
+        lambda: CompiledAttention(NaiveAttention()),
+        COMPILED, ("--mask", "masked_fill"), r"cpp_fused__softmax\w*masked_fill",
+        claims=(
+            FIRST_CALL,
+            Claim("bmm-around-generated-softmax", "cpu",
+                "Compile keeps the masked_fill version as two aten::bmm around one generated "
+                "softmax-and-mask kernel, and calls no SDPA op.",
+                both(
+                    ops_per_forward("aten::bmm", 2),
+                    generated_kernel(r"cpp_fused__softmax.*masked_fill"),
+                    absent(*SDPA_OPS),
+                )),
+            Claim("gpu-triton-softmax-kernel", "cuda",
+                "On a GPU the generated code is Triton: a kernel fusing softmax and masked_fill.",
+                kernel_matching(r"^triton_\w*fused_\w*_softmax\w*masked_fill")),
+        ),
+        diff_with=("naive",),
+    ),
+    generated(
+        "compiled_additive", "torch.compile: additive mask",
+        "an additive mask is recognised: Inductor calls SDPA's fused kernel",
+        lambda: CompiledAttention(AdditiveMaskAttention()),
+        COMPILED, ("--mask", "additive"), SDPA_CPU_OP,
+        claims=(
+            FIRST_CALL,
+            Claim("calls-sdpa", "cpu",
+                f"With an additive mask, Inductor's pattern matcher calls SDPA: one {FUSED_CPU} "
+                "per forward and no aten::bmm.",
+                both(ops_per_forward(FUSED_CPU, 1), absent("aten::bmm"))),
+            Claim("mask-built-each-forward", "cpu",
+                "The mask reaches SDPA as a tensor: a generated kernel builds it (full, triu) on "
+                "every forward.",
+                generated_kernel(r"cpp_fused_\w*full_triu")),
+        ),
+    ),
+    generated(
+        "flex_causal", "FlexAttention: causal",
+        "a mask written as a Python function, compiled into one kernel",
+        FlexAttention,
+        FLEX, ("--mask", "causal"), r"^graph_\d+_kernel$",
+        claims=(
+            FIRST_CALL,
+            Claim("one-generated-kernel", "cpu",
+                "Compiled FlexAttention is one generated kernel per forward, with no aten::bmm or "
+                "softmax.",
+                both(generated_kernel(r"^graph_\d+_kernel$"), absent("aten::bmm", *SOFTMAX_OPS))),
+            TEMPLATE_KERNEL,
+        ),
+    ),
+    generated(
+        "flex_sliding_window", "FlexAttention: sliding window of 256 keys",
+        "tiles outside the window are skipped, not computed and masked",
+        lambda: FlexAttention(sliding_window(256)),
+        FLEX, ("--mask", "sliding_window"), r"^graph_\d+_kernel$",
+        claims=(
+            FIRST_CALL,
+            Claim("one-generated-kernel", "cpu",
+                "The sliding window compiles to one generated kernel per forward too: the mask is "
+                "code.",
+                both(generated_kernel(r"^graph_\d+_kernel$"), absent("aten::bmm", *SOFTMAX_OPS))),
+            TEMPLATE_KERNEL,
+        ),
+    ),
+    Spec(
+        "decode_repeat_kv", "Decoding: GQA by repeat_interleave",
+        "repeat_interleave copies K and V to every query head, each step",
+        lambda: DecodeVariant(RepeatKVAttention()), "decoding.md",
+        ("examples/decode_attention.py", "--gqa", "repeat"),
+        ("attn/decode.py", "attn/profiling/decoding.py"),
+        focus=r"^aten::repeat_interleave$",
+        claims=(
+            Claim("repeat-copies-the-cache", "cpu",
+                "repeat_interleave materialises K and V: two aten::repeat_interleave per forward, "
+                "each an aten::copy_ of the whole repeated cache.",
+                repeat_copies(2)),
+            Claim("peak-holds-the-copies", "cpu",
+                "A forward's peak memory holds both copies.",
+                peak_holds_the_copies),
+            Claim("one-fused-op", "cpu",
+                f"Attention itself is one fused op over the copies: {FUSED_CPU}.",
+                present(FUSED_CPU)),
+            Claim("gpu-two-copy-kernels", "cuda",
+                "Two copy kernels per forward (the repeats of K and V) before attention.",
+                copy_kernels(2)),
+        ),
+        diff_with=("decode_enable_gqa",), sweeps=("decoding",), inputs="decode",
+    ),
+    Spec(
+        "decode_enable_gqa", "Decoding: GQA with enable_gqa",
+        "enable_gqa reads each KV head in place: no copy of the cache",
+        lambda: DecodeVariant(EnableGqaAttention()), "decoding.md",
+        ("examples/decode_attention.py", "--gqa", "enable_gqa"),
+        ("attn/decode.py",),
+        focus=SDPA_CPU_OP,
+        claims=(
+            Claim("no-copy", "cpu",
+                "No copy of the cache: no aten::repeat_interleave, aten::clone or aten::copy_.",
+                absent("aten::repeat_interleave", "aten::clone", "aten::copy_")),
+            Claim("one-fused-op", "cpu",
+                f"One fused op reads each KV head in place for its query heads: {FUSED_CPU}.",
+                present(FUSED_CPU)),
+            Claim("gpu-no-copy", "cuda",
+                "No copy kernel and no Memcpy: the attention kernels read K and V where they are.",
+                both(copy_kernels(0), memcpys("DtoD", 0))),
+        ),
+        sweeps=("decoding",), inputs="decode",
+    ),
+)
+# fmt: on
+
+
+@functools.cache
+def _by_name() -> dict[str, Spec]:
+    found: dict[str, Spec] = {}
+    for s in SPECS:
+        keys = [c.key for c in s.claims]
+        if s.name in found or len(keys) != len(set(keys)):
+            raise ValueError(f"spec {s.name!r}: its name or one of its claim keys is not unique")
+        found[s.name] = s
+    return found
+
+
+def names() -> list[str]:
+    """Every variant's name, in chapter order."""
+    return list(_by_name())
+
+
+def spec(name: str) -> Spec | None:
+    """The spec of a variant; None for a variant that has none (one a reader wrote)."""
+    return _by_name().get(name)
+
+
+def in_sweep(sweep: str) -> list[str]:
+    """The variants a sweep ("scaling", "benchmark", "decoding") includes, in chapter order."""
+    return [s.name for s in SPECS if sweep in s.sweeps]
+
+
+def diff_pairs() -> list[tuple[str, str]]:
+    """(before, after) of every diff the chapters show."""
+    return [(s.name, other) for s in SPECS for other in s.diff_with]
+
+
+def claim(variant: str, key: str) -> Claim | None:
+    found = spec(variant)
+    return next((c for c in found.claims if c.key == key), None) if found else None
