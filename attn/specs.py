@@ -36,6 +36,7 @@ from attn.profiling.checks import (
     copies_of_scores_and_scalar,
     copy_kernels,
     costs_more,
+    frees_a_score_matrix,
     generated_kernel,
     kernel_count,
     kernel_matching,
@@ -46,6 +47,7 @@ from attn.profiling.checks import (
     on_scores,
     one_kernel_matching,
     only_scalar_copies,
+    only_under,
     op_under,
     ops_per_forward,
     peak_holds_the_copies,
@@ -53,6 +55,7 @@ from attn.profiling.checks import (
     present,
     ratio_to_baseline_below,
     repeat_copies,
+    second_call_cheaper,
     slower_than,
     top_level_ops,
 )
@@ -175,6 +178,17 @@ SPECS: tuple[Spec, ...] = (
                     "aten::softmax", "aten::matmul",
                 ),  # fmt: skip
             ),
+            Claim("scale-converted-under-mul", "cpu",
+                "Under aten::mul sit aten::to and, under it, aten::_to_copy: the Python float "
+                "scale becomes a tensor before the multiplication.",
+                both(op_under("aten::mul", "aten::to"), op_under("aten::to", "aten::_to_copy"))),
+            Claim("transpose-is-a-view", "cpu",
+                "aten::transpose copies nothing: only aten::as_strided runs under it, a view.",
+                only_under("aten::transpose", "aten::as_strided")),
+            Claim("frees-are-memory-events", "cpu",
+                "Every forward frees a score matrix or more at once: a [memory] event of a "
+                "negative size, which the table has no row for.",
+                frees_a_score_matrix),
             Claim("gpu-five-kernels-and-a-memcpy", "cuda",
                 "5 kernels per forward, plus one device-to-device Memcpy: the clone in masked_fill.",
                 both(kernel_count(5), memcpys("DtoD", 1))),
@@ -196,6 +210,9 @@ SPECS: tuple[Spec, ...] = (
                 "No aten::clone under attn_fwd, and no aten::copy_ of the scores (only of the "
                 "scale factor).",
                 both(absent("aten::clone"), only_scalar_copies)),
+            Claim("masked-fill-alone", "cpu",
+                "The masking step is one op, aten::masked_fill_, with nothing under it.",
+                only_under("aten::masked_fill_")),
             Claim("peak-still-two-score-matrices", "cpu",
                 "Peak memory is still two score matrices, as in naive: the scores and the softmax "
                 "output. Masking in place saves an allocation and a copy, not the peak.",
@@ -353,6 +370,10 @@ SPECS: tuple[Spec, ...] = (
         COMPILED, ("--mask", "masked_fill"), r"cpp_fused__softmax\w*masked_fill",
         claims=(
             FIRST_CALL,
+            Claim("runs-a-recompilation", "cpu",
+                "Its profiled forwards run in Torch-Compiled Region: 0/1, the frame's second "
+                "compilation.",
+                present("Torch-Compiled Region: 0/1")),
             Claim("bmm-around-generated-softmax", "cpu",
                 "Compile keeps the masked_fill version as two aten::bmm around one generated "
                 "softmax-and-mask kernel, and calls no SDPA op.",
@@ -374,6 +395,9 @@ SPECS: tuple[Spec, ...] = (
         COMPILED, ("--mask", "additive"), SDPA_CPU_OP,
         claims=(
             FIRST_CALL,
+            Claim("second-call-is-cheap", "cpu",
+                "The second call costs under a tenth of the first: it reuses the compiled code.",
+                second_call_cheaper(10)),
             Claim("calls-sdpa", "cpu",
                 f"With an additive mask, Inductor's pattern matcher calls SDPA: one {FUSED_CPU} "
                 "per forward and no aten::bmm.",

@@ -25,7 +25,7 @@ Run it::
 
 With ``--gqa repeat`` it writes ``runs/decode_repeat_kv/trace.json.gz`` and
 ``runs/decode_repeat_kv/table.txt``. Copy it together with ``attn/decode.py`` (keep that relative
-path: it holds the modules profiled here); torch is all either file needs.
+path: it holds the modules profiled here); torch and NumPy are all either file needs.
 """
 
 import argparse

@@ -21,8 +21,8 @@ Run it::
     python inplace_attention.py --device cpu --seq 2048
 
 It writes ``runs/inplace/trace.json.gz`` and ``runs/inplace/table.txt``. Copy it together
-with ``attn/inplace.py`` (keep that relative path: it holds the module profiled here); torch is all
-either file needs.
+with ``attn/inplace.py`` (keep that relative path: it holds the module profiled here); torch and NumPy are
+all either file needs.
 """
 
 import argparse

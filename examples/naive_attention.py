@@ -21,8 +21,8 @@ Run it::
     python naive_attention.py --device cpu --seq 2048
 
 It writes ``runs/naive/trace.json.gz`` and ``runs/naive/table.txt``. Copy it together with
-``attn/naive.py`` (keep that relative path: it holds the module profiled here); torch is all
-either file needs.
+``attn/naive.py`` (keep that relative path: it holds the module profiled here); torch and NumPy are
+all either file needs.
 """
 
 import argparse

@@ -23,7 +23,7 @@ Run it::
 
 With ``--backend flash`` it writes ``runs/sdpa_flash/trace.json.gz`` and
 ``runs/sdpa_flash/table.txt``. Copy it together with ``attn/sdpa.py`` (keep that relative path:
-it holds the module profiled here); torch is all either file needs.
+it holds the module profiled here); torch and NumPy are all either file needs.
 """
 
 import argparse

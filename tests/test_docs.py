@@ -204,7 +204,9 @@ def test_at_a_glance_lists_every_variant_available_on_cpu(site):
     ]
     assert {"naive", "inplace", "sdpa_flash", "custom_cpu"} <= set(available)
     for name in available:
-        row = re.search(rf"<tr>\s*<td><code>{name}</code></td>(.*?)</tr>", raw, re.S)
+        row = re.search(
+            rf"<tr>\s*<td><code>{name}</code><br ?/?><small>[^<]*</small></td>(.*?)</tr>", raw, re.S
+        )
         assert row and re.search(r"\d+\.\d+ ms", row[1]), f"no row with a time for {name}"
     assert re.search(r'<img [^>]*src="\.\./profiles/cpu/overview\.svg"', raw)
     figures = json.loads((ROOT / "profiles/cpu/index.json").read_text())["figures"]
@@ -352,3 +354,14 @@ def test_a_repo_url_brings_the_link_and_the_edit_button(monkeypatch):
     assert config["repo_url"] == "https://github.com/someone/attention-profiled"
     assert config["edit_uri"] == "edit/main/docs/"
     assert "content.action.edit" in config["theme"]["features"]
+
+
+def test_copy_instructions_name_what_a_copied_example_needs_to_run_quietly():
+    """torch warns at start without NumPy: every 'copy the files' paragraph says to install both
+    (or the package, for the examples that need it)."""
+    for path in DOCS:
+        for paragraph in re.split(r"\n\s*\n", path.read_text(encoding="utf-8")):
+            if re.search(r"(?i)to run it yourself, copy|Copy both", paragraph):
+                assert "pip install torch numpy" in paragraph or "pip install -e ." in paragraph, (
+                    f"{path.name}: {paragraph[:80]!r}"
+                )

@@ -373,13 +373,17 @@ def test_glance_marker_tabulates_every_variant_with_speedup_and_its_specs_lesson
     out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
     lesson = specs.spec("naive").lesson  # the summaries carry no lesson: the spec does
-    assert f"| `naive` | 5 | 1.23 ms | 456.0 µs | 1.00× | 3.0 MiB | {lesson} |" in gpu
-    assert f"speedup over {specs.REFERENCE}" in gpu
+    assert (
+        f"| `naive`<br><small>{lesson}</small> | 5 | 1.23 ms | 456.0 µs | 1.00× | 3.0 MiB |" in gpu
+    )
+    assert f"Speedup: {specs.REFERENCE}'s time ÷ the variant's" in gpu
+    assert "| kernels | CPU time | device time | speedup | peak memory |" in gpu
     assert "(profiles/nvidia-h200/overview.svg)" in gpu
     assert (
-        f"`sdpa_cudnn` | not available here | – | – | – | {specs.spec('sdpa_cudnn').lesson}" in cpu
+        f"`sdpa_cudnn`<br><small>{specs.spec('sdpa_cudnn').lesson}</small> | not available here | – | – | – |"
+        in cpu
     )
-    assert "ATen ops / forward" in cpu and "device time" not in cpu
+    assert "| ATen ops | CPU time | speedup |" in cpu and "device time" not in cpu
 
 
 def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
@@ -394,8 +398,11 @@ def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
 def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     add_benchmark(profiles / "cpu", BENCH)
     out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
-    assert f"| variant | time ÷ {specs.BENCHMARK_BASELINE} |" in out
-    assert "| `custom_cpu` | 0.75 | 1 × 8 | 512 | 64 | yes | 150.0 µs | 0.1 |" in out
+    assert (
+        f"| variant | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |" in out
+    )
+    assert "| `custom_cpu` | 512 | 64 | yes | 150.0 µs | 0.75 |" in out
+    assert "Batch × heads: 1 × 8." in out  # the same for every row: said once, above
     assert "`inplace` |" not in out  # only our kernels get a ratio row
 
 

@@ -132,8 +132,10 @@ def test_screenshot_zooms_to_one_forward_with_the_clone_selected(cache, chromium
     assert facts["range"]["name"] == "attn_fwd"
     assert facts["range"]["index"] == (facts["range"]["count"] - 1) // 2  # the middle forward
     assert facts["png"] == png
+    mark = facts["mark"]  # the red box drawn around the selected slice, in the lanes
+    assert 0 < mark["left"] < mark["right"] <= 1
     size, distinct = colours(png)
-    assert size == (1280, 720)
+    assert size == (2560, 1440)  # 1280 x 720 CSS pixels, captured at device scale 2
     assert distinct > 50, f"{png} looks blank: {distinct} colours"
     assert [p.name for p in png.parent.glob(f".{png.name}*")] == [], "a scratch file was left"
 

@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import tempfile
+import zipfile
 from html.parser import HTMLParser
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -136,6 +137,22 @@ def test_the_files_a_chapter_tells_readers_to_copy_are_published_whole(built_sit
         published = built_site / name
         assert published.is_file(), name
         assert published.read_bytes() == (ROOT / name).read_bytes(), f"{name} is not the repo's"
+
+
+def test_the_site_publishes_the_package_as_a_wheel_the_notebook_installs(built_site):
+    """A reader without a checkout gets attn from the site: the notebook links the wheel, and the
+    wheel holds the package, its kernel sources and the viewer's page."""
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    wheel = built_site / "dist" / f"attention_profiled-{version}-py3-none-any.whl"
+    assert wheel.is_file()
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {
+        "attn/specs.py",
+        "attn/_csrc/ops.cpp",
+        "attn/profiling/trace_viewer/index.html",
+    } <= names
+    page = (built_site / "notebooks/profile-your-own-attention/index.html").read_text()
+    assert f"../../dist/{wheel.name}" in page  # the link, relative to the notebook's page
 
 
 def test_the_site_has_the_pages_the_links_point_at(built_site):

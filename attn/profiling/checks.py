@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 
-from attn.profiling.trace import Forward, top_level
+from attn.profiling.trace import CPU_DEVICE_TYPE, Forward, memory_events, top_level
 from attn.profiling.units import bytes_text, time_text
 
 
@@ -73,6 +73,18 @@ def op_under(parent: str, child: str) -> Check:
     def check(ev: Evidence) -> tuple[bool, str]:
         holds = child in ev.under(parent)
         return holds, f"{child} {'found' if holds else 'not found'} under {parent}"
+
+    return check
+
+
+def only_under(parent: str, *allowed: str) -> Check:
+    """`parent` runs, and nothing but `allowed` (none: nothing at all) runs under it."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        if parent not in ev.names():
+            return False, f"no {parent}"
+        extra = sorted(ev.under(parent) - set(allowed))
+        return not extra, f"under {parent}: {', '.join(sorted(ev.under(parent))) or 'nothing'}"
 
     return check
 
@@ -402,6 +414,40 @@ def compile_costs_forwards(at_least: int) -> Check:
         return ratio >= at_least, f"first call {seconds:.2f} s = {ratio:,.0f} profiled forwards"
 
     return check
+
+
+def second_call_cheaper(factor: int) -> Check:
+    """The second call costs under 1/`factor` of the first: the code compiled by the first is reused."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        calls = ev.summary.get("first_calls_seconds") or {}
+        if calls.get("second") is None:
+            return None, "the first calls were not timed (a run of the example times them)"
+        ratio = calls["first"] / max(calls["second"], 1e-9)
+        return ratio > factor, f"first call {calls['first']:.2f} s, second {calls['second']:.3f} s"
+
+    return check
+
+
+def frees_a_score_matrix(ev: Evidence) -> tuple[bool | None, str]:
+    """Inside every forward a free of one score matrix or more: a [memory] event of minus that many
+    bytes (a free is an instant event, not an op: the table has no row for it)."""
+    found = score_matrix_bytes(ev)
+    if not ev.forwards or found is None:
+        return None, NO_SHAPES
+    trace = ev.forwards[0].trace
+    events = memory_events(trace.raw, 1 if trace.has_device_activity else CPU_DEVICE_TYPE)
+    if not events:
+        return None, "memory not recorded (the trace was taken without profile_memory)"
+    largest = [
+        -min((b for ts, b in events if f.range.ts <= ts <= f.range.end), default=0)
+        for f in ev.forwards
+    ]
+    scores, what = found
+    return min(largest) >= scores, (
+        f"each forward frees {bytes_text(min(largest))} or more at once; one score matrix is "
+        f"{bytes_text(scores)} ({what})"
+    )
 
 
 SDPA_OPS = (

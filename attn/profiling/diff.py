@@ -261,7 +261,7 @@ def render_diff(data: dict, everything: bool = False) -> str:
     if rows:
         lines += [
             "",
-            f"| Name | Kind | Calls per forward ({a} → {b}) | Time per forward ({a} → {b}) | Change |",
+            "| Name | Kind | Calls per forward | Time per forward | Change |",
             "|---|---|--:|--:|---|",
         ]
         for r in rows:

@@ -112,19 +112,19 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     """
     from attn.profiling import viewer  # a module of its own entry point: imported when used
 
-    try:
-        viewer.screenshot(
-            folder / layout.TRACE,
-            folder / layout.VIEWER,
-            select=focus(summary, read_trace(folder / layout.TRACE)),
-            width=1100,
-            height=700,
+    try:  # 680 CSS px: the page's column; at twice the pixels, shown at half size or larger
+        select = focus(summary, read_trace(folder / layout.TRACE))
+        facts = viewer.screenshot(
+            folder / layout.TRACE, folder / layout.VIEWER, select=select, width=680, height=560
         )
     except viewer.ViewerUnavailable as e:
         if not _skipped_viewer:
             _skipped_viewer.append(str(e))
             print(f"viewer.png skipped: {e}", file=sys.stderr)
         return None
+    # Where the marked event is, as fractions of the picture's width: a phone scrolls to it.
+    write_json(folder / layout.SUMMARY, {**summary, "viewer": {"selected": facts["selected"],
+                                                               "mark": facts.get("mark")}})  # fmt: skip
     return folder / layout.VIEWER
 
 

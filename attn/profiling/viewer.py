@@ -272,7 +272,9 @@ def screenshot(
                 why = str(error).splitlines()[0]
                 raise ViewerUnavailable(f"{chromium} did not start ({why})") from None
             try:
-                page = browser.new_page(viewport={"width": width, "height": height})
+                page = browser.new_page(
+                    viewport={"width": width, "height": height}, device_scale_factor=2
+                )
                 page.set_default_timeout(TIMEOUT_MS)
                 page.goto(f"{base}viewer/{INDEX_HTML}?{urlencode(query, quote_via=quote)}")
                 try:
@@ -286,7 +288,12 @@ def screenshot(
                 _write(png_path, page.screenshot(type="png"))
             finally:
                 browser.close()
-    return {"selected": selected, "range": facts.get("range"), "png": png_path}
+    return {
+        "selected": selected,
+        "range": facts.get("range"),
+        "mark": facts.get("mark"),
+        "png": png_path,
+    }
 
 
 def _selected_title(page) -> str | None:

@@ -165,8 +165,13 @@ def render_variant(page: Page, name: str) -> str:
         if layout.TABLE_MD in files:
             text.append((hw["folder"] / name / layout.TABLE_MD).read_text(encoding="utf-8").strip())
         if layout.VIEWER in files:
-            alt = f"The trace of {where} in a trace viewer, zoomed to one attn_fwd"
-            text.append(f"![{alt}]({url(layout.VIEWER)}){{ loading=lazy }}")
+            selected = (summary.get("viewer") or {}).get("selected")
+            alt = f"The trace of {where} in a trace viewer, one attn_fwd" + (
+                f", {selected} selected and boxed in red" if selected else ""
+            )
+            mark = (summary.get("viewer") or {}).get("mark")
+            focus = f" data-focus={(mark['left'] + mark['right']) / 2:.3f}" if mark else ""
+            text.append(f"![{alt}]({url(layout.VIEWER)}){{ loading=lazy{focus} }}")
         if layout.TIMELINE in files:
             alt = f"Timeline of one profiled forward of {where}"
             text.append(f"![{alt}]({url(layout.TIMELINE)}){{ loading=lazy }}")
@@ -263,7 +268,9 @@ def render_claim(page: Page, name: str, key: str) -> str:
         f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {_code(seen or '–')})"
         for holds, seen, title in results
     ] or [waiting]
-    title = _code(claim.text).replace('"', "'")
+    # A sentence several variants share (each compiled variant's first call) says whose it is.
+    shared = sum(any(c.text == claim.text for c in spec.claims) for spec in specs.SPECS) > 1
+    title = _code(f"{name}: {claim.text}" if shared else claim.text).replace('"', "'")
     return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
 
 
@@ -314,14 +321,17 @@ def render_diff(page: Page, a: str, b: str) -> str:
 
 
 def render_env(page: Page) -> str:
-    """`<!-- profile-env -->`: one row per hardware set."""
-    rows = ["| folder | device | torch | CUDA | cuDNN | date | commit |", "|---" * 7 + "|"]
+    """`<!-- profile-env -->`: one row per hardware set (CUDA and cuDNN only where a set has them)."""
+    versions = {"cuda_version": "CUDA", "cudnn_version": "cuDNN"}
+    keys = [k for k in versions if any(hw["env"].get(k) for hw in page.sets)]
+    head = ["folder", "device", "torch", *(versions[k] for k in keys), "date", "commit"]
+    rows = [_row(head), "|---" * len(head) + "|"]
     for hw in page.sets:
         env = hw["env"]
         device = env.get("device_name") or hw["title"]
         if hw["device_type"] == "cpu" and env.get("threads"):
             device += f" ({env['threads']} threads)"
-        cells = [env.get(k) for k in ("torch_version", "cuda_version", "cudnn_version", "date")]
+        cells = [env.get(k) for k in ("torch_version", *keys, "date")]
         commit = f"`{env['git_commit']}`" if env.get("git_commit") else None
         rows.append(_row([f"`profiles/{hw['slug']}/`", device, *cells, commit]))
     return "\n".join(rows) + "\n" if page.sets else _not_profiled(page, "any variant")
@@ -345,22 +355,24 @@ def render_glance(page: Page) -> str:
         ran = [s for s in summaries if s["available"]]
         # Speedups compare rows at the reference's shape; rows at other shapes get a table of their own.
         common = setup_line(base) if base.get("available") else setup_line(ran[0]) if ran else None
-        head = ["variant", f"{count} / forward", *times, f"speedup over {ref}", "peak memory"]
-        rows = [_row([*head, "lesson"]), "|---|" + "--:|" * (len(head) - 1) + "---|"]
-        other = ["variant", "shape", f"{count} / forward", "CPU time", "peak memory", "lesson"]
-        other = [_row(other), "|---|---|--:|--:|--:|---|"]
+        head = ["variant and its lesson", count, *times, "speedup", "peak memory"]
+        rows = [_row(head), "|---|" + "--:|" * (len(head) - 1)]
+        other = ["variant and its lesson", "shape", count, "CPU time", "peak memory"]
+        other = [_row(other), "|---|---|--:|--:|--:|"]
         for s in summaries:
-            name, lesson = f"`{s['variant']}`", specs.spec(s["variant"]).lesson
+            # The lesson under the name: one column less keeps the table within a page's width.
+            name = f"`{s['variant']}`<br><small>{specs.spec(s['variant']).lesson}</small>"
             if not s["available"]:
-                rows.append(_row([name, "not available here", *[None] * (len(head) - 2), lesson]))
+                rows.append(_row([name, "not available here", *[None] * (len(head) - 2)]))
             elif setup_line(s) != common:
                 cells = [COLUMNS[c](s) for c in (count, "CPU time", "peak memory")]
-                other.append(_row([name, setup_line(s), *cells, lesson]))
+                other.append(_row([name, setup_line(s), *cells]))
             else:
                 speedup = f"{base[key] / s[key]:.2f}×" if base.get(key) and s.get(key) else None
                 cells = [*(COLUMNS[c](s) for c in (count, *times)), speedup]
-                rows.append(_row([name, *cells, COLUMNS["peak memory"](s), lesson]))
+                rows.append(_row([name, *cells, COLUMNS["peak memory"](s)]))
         text = [f"<small>{environment_line(hw)}</small>"] + ([common] if common else [])
+        text.append(f"Per forward. Speedup: {ref}'s time ÷ the variant's, at {ref}'s shape.")
         text.append("\n".join(rows))
         if len(other) > 2:
             text += [
@@ -425,18 +437,18 @@ def decoding_table(rows: list[dict]) -> str:
 
 def benchmark_table(rows: list[dict]) -> str:
     """Each custom kernel's time as a multiple of the baseline's, measured in the same run."""
-    # The ratio comes right after the name: a wide table scrolls, and this is the column to read.
+    mine = [r for r in rows if "ratio_to_flash" in r]
+    sizes = sorted({f"{r.get('batch', '?')} × {r.get('heads', '?')}" for r in mine})
     lines = [
-        f"| variant | time ÷ {specs.BENCHMARK_BASELINE} | batch × heads | seq | head_dim | causal | time | TFLOP/s |",
-        "|---|--:|--:|--:|--:|---|--:|--:|",
+        f"Batch × heads: {', '.join(sizes)}. TFLOP/s of every row: in the data below.",
+        "",
+        f"| variant | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |",
+        "|---|--:|--:|---|--:|--:|",
     ]
-    for r in rows:
-        if "ratio_to_flash" in r:
-            lines.append(
-                f"| `{r['variant']}` | {r['ratio_to_flash']:.2f} | {r.get('batch', '?')} × {r.get('heads', '?')} "
-                f"| {r['seq']} | {r['head_dim']} | {'yes' if r['is_causal'] else 'no'} | {time_text(r['time_us'])} "
-                f"| {r['tflops']:.3g} |"
-            )
+    for r in mine:
+        causal = "yes" if r["is_causal"] else "no"
+        cells = [f"`{r['variant']}`", r["seq"], r["head_dim"], causal, time_text(r["time_us"])]
+        lines.append(_row([*cells, f"{r['ratio_to_flash']:.2f}"]))
     return "\n".join(lines)
 
 

@@ -16,7 +16,8 @@
 
   var DEFAULT_URL = "https://ui.perfetto.dev";
   var PING_EVERY_MS = 100;
-  var GIVE_UP_AFTER_MS = 30000;
+  var GIVE_UP_AFTER_MS = 30000;  // a slow network may take long to load the UI
+  var REACH_WITHIN_MS = 4000;  // but one that cannot reach it at all says so at once
   var FROM_FILE =
     "This page was opened from a file, and browsers do not let a file hand a trace to " +
     "another site. Serve the site (python -m http.server -d site) or download the trace " +
@@ -88,6 +89,20 @@
     });
   }
 
+  /* Rejects within REACH_WITHIN_MS when the UI's site cannot be reached at all (offline, blocked):
+     the reader hears so in seconds, not after the handshake's long wait. */
+  function reachable(ui) {
+    if (navigator.onLine === false) return Promise.reject(new Error("you are offline"));
+    var abort = new AbortController();
+    var timer = setTimeout(function () { abort.abort(); }, REACH_WITHIN_MS);
+    return fetch(ui.href, { mode: "no-cors", signal: abort.signal })
+      .then(function () { clearTimeout(timer); })
+      .catch(function () {
+        clearTimeout(timer);
+        throw new Error(ui.host + " cannot be reached (are you offline?)");
+      });
+  }
+
   function open(button) {
     if (location.protocol === "file:") {
       say(button, FROM_FILE, true);
@@ -111,7 +126,7 @@
       if (!response.ok) throw new Error("the trace could not be fetched (HTTP " + response.status + ")");
       return response.arrayBuffer();
     });
-    Promise.all([bytes, handshake(win, ui.origin)])
+    Promise.all([bytes, reachable(ui), handshake(win, ui.origin)])
       .then(function (results) {
         var buffer = results[0];
         var title = button.getAttribute("data-perfetto-title") || fileName(url);
