@@ -77,6 +77,18 @@ def test_cpu_claims_fail_on_the_wrong_trace(cpu_evidence):
     assert not all(r["holds"] for r in flash.values())
 
 
+def test_the_recompilation_claim_reads_the_compile_number_not_the_frame(cpu_evidence):
+    # The frame number counts what this process compiled before (here: compiled_additive's frame,
+    # and whatever other tests compiled), so only the number after the slash is the variant's.
+    naive = check("compiled_naive", "cpu", cpu_evidence["compiled_naive"])["runs-a-recompilation"]
+    assert naive["holds"] is True and "Torch-Compiled Region" in naive["observed"]
+    additive = check("compiled_naive", "cpu", cpu_evidence["compiled_additive"])
+    assert additive["runs-a-recompilation"]["holds"] is False
+    assert additive["runs-a-recompilation"]["observed"].endswith("/0")
+    eager = check("compiled_naive", "cpu", cpu_evidence["naive"])["runs-a-recompilation"]
+    assert eager == {**eager, "holds": False, "observed": "no Torch-Compiled Region"}
+
+
 def test_peak_claims_count_score_matrices(cpu_evidence):
     """Naive and in-place peak at two score matrices; SDPA flash never holds one at all."""
     for name, key in (

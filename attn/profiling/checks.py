@@ -402,6 +402,20 @@ def generated_kernel(pattern: str) -> Check:
     return check
 
 
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+
+
+def runs_a_recompilation(ev: Evidence) -> tuple[bool, str]:
+    """The forwards run in a Torch-Compiled Region numbered <frame>/1 or later: a recompilation.
+    The frame number counts the functions compiled before in the process, so only the second
+    number says anything about this variant."""
+    regions = sorted({n for n in ev.names() if COMPILED_REGION.match(n)})
+    if not regions:
+        return False, "no Torch-Compiled Region"
+    holds = all(int(COMPILED_REGION.match(n)[2]) >= 1 for n in regions)
+    return holds, ", ".join(regions)
+
+
 def compile_costs_forwards(at_least: int) -> Check:
     """The first call (tracing, code generation and build, or a load from Inductor's cache) costs
     at least `at_least` profiled forwards."""
