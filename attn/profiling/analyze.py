@@ -14,6 +14,7 @@ from pathlib import Path
 from attn import specs
 from attn.profiling import layout
 from attn.profiling.atomic import atomic_folder, write_json
+from attn.profiling.backward import summarize_backward
 from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
 from attn.profiling.scrub import scrub_trace
@@ -45,6 +46,8 @@ def summarize(
     if FIRST_CALLS_KEY in trace.raw:  # recorded by our harness beside the profiler's events
         summary["first_calls_seconds"] = trace.raw[FIRST_CALLS_KEY]
     fwds = trace.forwards(range_name)
+    if (backward := summarize_backward(trace, fwds)) is not None:  # a training step's trace
+        summary["backward"] = backward
     spec = specs.spec(variant) if variant else None
     if spec is not None:
         summary.update(title=spec.title, lesson=spec.lesson)

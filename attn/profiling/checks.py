@@ -9,11 +9,19 @@ that does not hold is a finding, not an error. This module imports nothing that 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Callable
 
-from attn.profiling.trace import CPU_DEVICE_TYPE, Forward, memory_events, top_level
+from attn.profiling.backward import as_forward
+from attn.profiling.trace import (
+    BACKWARD_RANGE,
+    CPU_DEVICE_TYPE,
+    Forward,
+    memory_events,
+    top_level,
+)
 from attn.profiling.units import bytes_text, time_text
 
 
@@ -47,6 +55,15 @@ class Evidence:
 
     def kernels(self) -> list[str]:
         return self.summary.get("kernels") or []
+
+    @functools.cached_property
+    def backwards(self) -> list[Forward]:
+        """The backward ranges (attn_bwd) of the trace the forwards come from, any thread's ops."""
+        return (
+            self.forwards[0].trace.forwards(BACKWARD_RANGE, any_thread=True)
+            if self.forwards
+            else []
+        )
 
 
 Check = Callable[[Evidence], tuple[bool, str]]
@@ -275,12 +292,14 @@ def never_on_scores(name: str) -> Check:
     return check
 
 
-def peak_in_score_matrices(expected: int) -> Check:
-    """The forward's peak memory holds `expected` score matrices at once (and less than one more);
-    0: the scores are never allocated."""
+def peak_in_score_matrices(
+    expected: int, at_least: bool = False, key: str = "peak_memory_bytes"
+) -> Check:
+    """The forward's peak memory (the summary's `key`, else its backward block's) holds `expected` score matrices at once (and
+    less than one more; with at_least, any more); 0: the scores are never allocated."""
 
     def check(ev: Evidence) -> tuple[bool | None, str]:
-        peak = ev.summary.get("peak_memory_bytes")
+        peak = ev.summary.get(key, (ev.summary.get("backward") or {}).get(key))
         if peak is None:
             return None, "memory not recorded (the trace was taken without profile_memory)"
         found = score_matrix_bytes(ev)
@@ -289,7 +308,7 @@ def peak_in_score_matrices(expected: int) -> Check:
         scores, what = found
         ratio = peak / scores
         return (
-            math.floor(ratio) == expected,
+            math.floor(ratio) >= expected if at_least else math.floor(ratio) == expected,
             f"peak {bytes_text(peak)} = {ratio:.2f} × one score matrix ({bytes_text(scores)}: {what})",
         )
 
@@ -551,6 +570,102 @@ def copy_kernels(expected: int) -> Check:
     return check
 
 
+# --- a training step: the backward, and what autograd kept for it -----------------------------
+
+
+def in_backward(check: Check) -> Check:
+    """`check` run on the backward ranges (attn_bwd), reading the summary's backward block."""
+
+    def run(ev: Evidence) -> tuple[bool | None, str]:
+        block = ev.summary.get("backward")
+        if not block or not ev.backwards:
+            return None, "no backward recorded (no attn_bwd range)"
+        return check(Evidence({**ev.summary, **as_forward(block)}, ev.backwards))
+
+    return run
+
+
+SCORE_SIZED, ROW_STATISTIC, INPUT_SIZED = "score-sized", "one per query row", "q-sized"
+
+
+def _saved_roles(ev: Evidence) -> list[tuple[str, dict]] | None:
+    """Each tensor autograd saved for the backward, with what its size makes it; None when the
+    run recorded none (only a training run does)."""
+    saved = (ev.summary.get("backward") or {}).get("saved_for_backward")
+    shape = ev.summary.get("shape")
+    if saved is None or not shape:
+        return None
+    b, h, sq, sk, d = (shape[k] for k in ("batch", "heads", "seq_q", "seq_k", "head_dim"))
+
+    def role(dims: list[int]) -> str:
+        n = math.prod(dims)
+        if n >= b * h * sq * sk:
+            return SCORE_SIZED
+        if dims == [b, h, sq]:
+            return ROW_STATISTIC
+        if dims == [sq, sk]:
+            return "seq_q × seq_k"
+        return INPUT_SIZED if n in (b * h * sq * d, b * h * sk * d) else "other"
+
+    return [(role(row["shape"]), row) for row in saved]
+
+
+def keeps(*roles: str, lacks: tuple[str, ...] = ()) -> Check:
+    """Autograd saves, for the backward, a tensor of each of `roles` and none of `lacks`: by size,
+    SCORE_SIZED ([batch, heads, seq_q, seq_k] or more elements), ROW_STATISTIC ([batch, heads,
+    seq_q]), INPUT_SIZED (as many elements as q, k or v), "seq_q × seq_k" or "other"."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = _saved_roles(ev)
+        if found is None:
+            return None, "no saved tensors recorded (a training run records them)"
+        seen = {role for role, _ in found}
+        total = bytes_text(sum(row["bytes"] for _, row in found))
+        shown = "; ".join(
+            f"{json_shape(row['shape'])} {row['dtype']} ({role})" for role, row in found
+        )
+        holds = set(roles) <= seen and not set(lacks) & seen
+        return holds, f"{total} saved in {len(found)} tensor(s): {shown}"
+
+    return check
+
+
+def score_sized_input(name: str) -> Check:
+    """An event called `name` takes a first input of one score matrix's elements (by the run's
+    shape, so it holds for the [batch * heads, seq_q, seq_k] views of a matmul too)."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        shape = ev.summary.get("shape")
+        if not shape:
+            return None, "the run's shape is not recorded"
+        scores = math.prod(shape[k] for k in ("batch", "heads", "seq_q", "seq_k"))
+        dims = ev.inputs(name)
+        hits = [d for d in dims if _numel(d) == scores]
+        shown = json_shape((hits or dims or [[]])[0]) if dims else "nothing"
+        return bool(hits), f"{name} of {shown}"
+
+    return check
+
+
+def backward_over_forward(at_least: float) -> Check:
+    """The backward takes at least `at_least` times the forward's time (device time where it was
+    measured, else CPU time), mean over the steps."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        block = ev.summary.get("backward") or {}
+        key = "device_time_us" if block.get("device_time_us") is not None else "cpu_time_us"
+        fwd, bwd = ev.summary.get(key), block.get(key)
+        if not fwd or not bwd:
+            return None, "no backward recorded (no attn_bwd range)"
+        where = "device" if key == "device_time_us" else "CPU"
+        return bwd / fwd >= at_least, (
+            f"{where} time per step: backward {time_text(bwd)}, forward {time_text(fwd)} "
+            f"({bwd / fwd:.1f}×)"
+        )
+
+    return check
+
+
 # --- claims about a hardware set's benchmark.json ---------------------------------------------
 
 
@@ -564,8 +679,11 @@ class BenchmarkEvidence:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkClaim(Claim):
-    """A sentence about the variant's rows in a set's benchmark.json (checked when the site is
-    built, against each set that has a benchmark); its check takes a BenchmarkEvidence."""
+    """A sentence about the variant's rows in a set's `<figure>.json` (benchmark.json unless said),
+    checked when the site is built against each set that has that figure; its check takes a
+    BenchmarkEvidence."""
+
+    figure: str = "benchmark"
 
 
 def _span(values: list) -> str:
@@ -627,6 +745,26 @@ def slower_than(other: str) -> Check:
             f"{ev.variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
             f"{benchmark_shapes(mine)}"
         )
+
+    return check
+
+
+def keeps_times(factor: float, other: str, from_seq: int) -> Check:
+    """At every length swept from `from_seq` on, the variant saves for the backward at least
+    `factor` times the bytes `other` saves (training.json, both measured in one run)."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        key = "saved_for_backward_bytes"
+        theirs = {r["seq"]: r[key] for r in ev.rows if r.get("variant") == other}
+        ratios = [
+            (r["seq"], r[key] / theirs[r["seq"]])
+            for r in ev.rows
+            if r.get("variant") == ev.variant and r["seq"] >= from_seq and theirs.get(r["seq"])
+        ]
+        if not ratios:
+            return None, f"no length from {from_seq} on has both {ev.variant} and {other}"
+        shown = ", ".join(f"{x:.1f}× at seq {seq}" for seq, x in ratios)
+        return min(x for _, x in ratios) >= factor, f"{ev.variant} ÷ {other}: {shown}"
 
     return check
 

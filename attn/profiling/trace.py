@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 FORWARD_RANGE = "attn_fwd"
+BACKWARD_RANGE = "attn_bwd"  # a training step's backward (its ops may run on another thread)
 STEP_PREFIX = "ProfilerStep#"
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
@@ -183,11 +184,18 @@ class Trace:
             return [i for i in candidates if self.name[i].startswith(name[:-1])]
         return [i for i in candidates if self.name[i] == name]
 
-    def forwards(self, range_name: str | None = None) -> list[Forward]:
-        """The ranges, in order, each with its CPU events and the device work it launched."""
+    @functools.cached_property
+    def _host(self) -> np.ndarray:
+        """Row numbers of every thread's host events, in start order."""
+        return np.flatnonzero(~self.is_device)
+
+    def forwards(self, range_name: str | None = None, any_thread: bool = False) -> list[Forward]:
+        """The ranges, in order, each with its CPU events and the device work it launched; with
+        any_thread, the events of every thread inside the range's time (autograd runs a GPU
+        backward on a thread of its own while the range's thread waits)."""
         found = []
         for r in self.range_rows(range_name):
-            rows = self._by_thread[int(self.thread[r])]
+            rows = self._host if any_thread else self._by_thread[int(self.thread[r])]
             lo = np.searchsorted(self.ts[rows], self.ts[r] - _EPS_US, "left")
             hi = np.searchsorted(self.ts[rows], self.end[r] + _EPS_US, "right")
             inside = rows[lo:hi]
@@ -290,10 +298,12 @@ def range_counts(forward: Forward) -> dict:
     }
 
 
-def per_forward(trace: dict | Trace, range_name: str | None = None) -> dict:
+def per_forward(
+    trace: dict | Trace, range_name: str | None = None, any_thread: bool = False
+) -> dict:
     """Mean times and counts per range, each range's own row, and the names of the first one."""
     trace = parse(trace)
-    fwds = trace.forwards(range_name)
+    fwds = trace.forwards(range_name, any_thread)
     if not fwds:
         wanted = range_name or f"{FORWARD_RANGE!r} or {STEP_PREFIX}N"
         raise TraceFormatError(f"the trace holds no {wanted} range")
