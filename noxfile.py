@@ -68,7 +68,7 @@ def profile_examples(session: nox.Session) -> None:
     fetch_viewer(session)
     # Every variant's example (attn/specs.py names each script and its flags), then the sweeps.
     session.run("python", "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs)
-    for sweep in ("attn.profiling.scaling", "attn.profiling.decoding"):
+    for sweep in ("attn.profiling.scaling", "attn.profiling.decoding", "attn.profiling.training"):
         session.run("python", "-m", sweep, "--out", "profiles", *_device_args(session.posargs))
     build_site(session)
 

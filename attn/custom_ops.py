@@ -246,6 +246,7 @@ def load_cuda_ops() -> torch._ops._OpNamespace:
 # the memory a FlashAttention backward kernel exists to avoid.
 
 
+# --8<-- [start:backward]
 def attention_backward(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -276,6 +277,9 @@ def _setup_context(ctx, inputs, output) -> None:
     q, k, v, is_causal, scale = inputs
     ctx.save_for_backward(q, k, v)
     ctx.is_causal, ctx.scale = is_causal, scale
+
+
+# --8<-- [end:backward]
 
 
 def _backward(ctx, grad_out):

@@ -84,6 +84,13 @@ def flex_problem(device: torch.device | str) -> str | None:
     return f"the FlexAttention variants are written for CPU and CUDA, not {device.type}"
 
 
+def backward_problem(device: torch.device | str) -> str | None:
+    """Why FlexAttention cannot compute gradients on this device, or None."""
+    if torch.device(device).type == "cpu":  # flex_attention refuses CPU inputs that require grad
+        return f"FlexAttention on CPU is inference only in torch {torch.__version__} (no backward)"
+    return None
+
+
 class FlexAttention(nn.Module):
     """flex_attention under torch.compile; `is_causal=True` also hides the future.
 
@@ -118,13 +125,11 @@ class FlexAttention(nn.Module):
 
     # --8<-- [start:forward]
     def forward(self, q, k, v, is_causal=True):
-        if q.device.type == "cpu":  # torch refuses these even under no_grad; say it here, plainly
-            needs_grad = [n for n, t in zip("qkv", (q, k, v), strict=True) if t.requires_grad]
-            if needs_grad:
-                raise ValueError(
-                    f"FlexAttention on CPU is inference only in torch {torch.__version__}: "
-                    f"{', '.join(needs_grad)} requires grad; pass tensors that do not (.detach())"
-                )
+        needs_grad = [n for n, t in zip("qkv", (q, k, v), strict=True) if t.requires_grad]
+        if needs_grad and (why := backward_problem(q.device)):  # torch's refusal, said plainly
+            raise ValueError(
+                f"{why}: {', '.join(needs_grad)} requires grad; pass tensors that do not (.detach())"
+            )
         if self.compiled is None:
             # One generated kernel; without torch.compile flex_attention runs unfused (and warns).
             self.compiled = torch.compile(

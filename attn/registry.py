@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,9 @@ from torch.nn.attention import sdpa_kernel
 from attn.sdpa import BACKENDS, SdpaAttention
 from attn.variant import Variant
 
-__all__ = ["DecodeVariant", "GeneratedVariant", "ModuleVariant", "SdpaVariant", "build"]
+__all__ = [
+    "DecodeVariant", "GeneratedVariant", "ModuleVariant", "SdpaVariant", "TrainingVariant", "build",
+]  # fmt: skip
 
 
 class ModuleVariant(Variant):
@@ -92,6 +95,26 @@ class DecodeVariant(ModuleVariant):
         return super()._attention(q, k, v, is_causal=is_causal)
 
 
+class TrainingVariant(Variant):
+    """Another variant's attention, profiled as a training step (forward, loss, backward).
+
+    Its forward is the other variant's; it is unavailable where that one is, and where the
+    attention has no backward (`backward_problem(device)`: a sentence, or None).
+    """
+
+    def __init__(
+        self, inner: Variant, backward_problem: Callable[[torch.device], str | None] | None = None
+    ) -> None:
+        self.inner, self.backward_problem = inner, backward_problem or (lambda device: None)
+        self.head_dims, self.dtypes, self.grouped = inner.head_dims, inner.dtypes, inner.grouped
+
+    def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
+        return self.inner.why_unavailable(device, dtype) or self.backward_problem(device)
+
+    def _attention(self, q, k, v, *, is_causal):
+        return self.inner.forward(q, k, v, is_causal=is_causal)
+
+
 @functools.cache
 def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:
     """Ask torch with a tiny call whether the backend runs here; on failure say why."""
@@ -115,7 +138,9 @@ def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:
 
 
 def build(spec) -> Variant:
-    """The variant a spec describes, carrying the spec's name, title and lesson."""
+    """The variant a spec describes, carrying the spec's name, title, lesson and whether it is
+    profiled as a training step."""
     variant = spec.make()
     variant.name, variant.title, variant.lesson = spec.name, spec.title, spec.lesson
+    variant.trains = spec.trains
     return variant

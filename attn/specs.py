@@ -20,17 +20,21 @@ from attn.custom_cpu import CustomCpuVariant
 from attn.custom_cuda import CustomCudaVariant
 from attn.custom_triton import CustomTritonVariant
 from attn.decode import EnableGqaAttention, RepeatKVAttention
-from attn.flex import FlexAttention, sliding_window
+from attn.flex import FlexAttention, backward_problem, sliding_window
 from attn.inplace import InPlaceAttention
 from attn.naive import NaiveAttention
 from attn.profiling.checks import (
     END,
     FUSED_CPU,
+    INPUT_SIZED,
+    ROW_STATISTIC,
+    SCORE_SIZED,
     SDPA_OPS,
     SOFTMAX_OPS,
     BenchmarkClaim,
     Claim,
     absent,
+    backward_over_forward,
     both,
     compile_costs_forwards,
     copies_of_scores_and_scalar,
@@ -38,6 +42,9 @@ from attn.profiling.checks import (
     costs_more,
     frees_a_score_matrix,
     generated_kernel,
+    in_backward,
+    keeps,
+    keeps_times,
     kernel_count,
     kernel_matching,
     launched_with,
@@ -56,11 +63,18 @@ from attn.profiling.checks import (
     ratio_to_baseline_below,
     repeat_copies,
     runs_a_recompilation,
+    score_sized_input,
     second_call_cheaper,
     slower_than,
     top_level_ops,
 )
-from attn.registry import DecodeVariant, GeneratedVariant, ModuleVariant, SdpaVariant
+from attn.registry import (
+    DecodeVariant,
+    GeneratedVariant,
+    ModuleVariant,
+    SdpaVariant,
+    TrainingVariant,
+)
 from attn.variant import Variant
 
 SDPA_CPU_OP = rf"^{FUSED_CPU}$"
@@ -82,10 +96,12 @@ class Spec:
     gpu_focus: str | None = None  # the same on a GPU; by default its first kernel
     claims: tuple[Claim, ...] = ()
     diff_with: tuple[str, ...] = ()  # variants whose runs are diffed against its (it -> them)
-    sweeps: tuple[str, ...] = ()  # "scaling" (seq), "benchmark" (beside the baseline), "decoding"
+    # "scaling" (seq), "benchmark" (beside the baseline), "decoding", "training" (saved bytes, seq)
+    sweeps: tuple[str, ...] = ()
     ratio: bool = False  # in the benchmark, its time ÷ the baseline's is reported and claimed
     holds_scores: bool = False  # materialises the [batch, heads, seq, seq] scores
     inputs: str = "square"  # "square": q, k, v alike; "decode": new tokens against a GQA KV cache
+    trains: bool = False  # profiled as a training step: attn_fwd, a loss, attn_bwd
 
     @property
     def trace_claims(self) -> list[Claim]:
@@ -130,6 +146,31 @@ def generated(name, title, lesson, make, files, flags, focus, **facts) -> Spec:
         name, title, lesson, lambda: GeneratedVariant(make()), "compiled-and-flex.md",
         (script, *flags), sources, focus, **facts,
     )  # fmt: skip
+
+
+def train(impl, title, lesson, make, sources, focus, *, backward_problem=None, **facts) -> Spec:
+    """A training step through another variant's attention (the training example's `--impl`)."""
+    return Spec(
+        f"train_{impl}", title, lesson, lambda: TrainingVariant(make(), backward_problem),
+        "training.md", ("examples/training_attention.py", "--impl", impl), sources, focus,
+        trains=True, **facts,
+    )  # fmt: skip
+
+
+CHAPTER_SEQ = 1024  # the training chapter's sequence length (default_config's, CPU and GPU)
+
+
+def keeps_score_sized(key: str, device_type: str, what: str) -> Claim:
+    return Claim(key, device_type,
+        f"Autograd keeps a score-sized tensor for the backward: {what}.",
+        keeps(SCORE_SIZED))  # fmt: skip
+
+
+def keeps_row_statistic(key: str, device_type: str, what: str) -> Claim:
+    return Claim(key, device_type,
+        f"Autograd keeps {what} and one number per query row (the logsumexp, [batch, heads, "
+        "seq_q]): nothing score-sized.",
+        keeps(ROW_STATISTIC, lacks=(SCORE_SIZED,)))  # fmt: skip
 
 
 # Kernel families are matched on the start of the (demangled) name, so that no other kernel that
@@ -480,6 +521,134 @@ SPECS: tuple[Spec, ...] = (
                 both(copy_kernels(0), memcpys("DtoD", 0))),
         ),
         sweeps=("decoding",), inputs="decode",
+    ),
+    train(
+        "naive", "Training: naive attention",
+        "autograd keeps the score-sized softmax output for the backward",
+        lambda: ModuleVariant(NaiveAttention()), ("attn/naive.py",), r"^SoftmaxBackward0$",
+        claims=(
+            Claim("keeps-scores-and-inputs", "cpu",
+                "Autograd keeps a score-sized tensor for the backward, the softmax's output (the "
+                "second matmul needs it too: one storage, counted once), beside q scaled, k, v and "
+                "the [seq_q, seq_k] mask.",
+                keeps(SCORE_SIZED, INPUT_SIZED, "seq_q × seq_k")),
+            Claim("step-peak-three-score-matrices", "cpu",
+                "Forward and backward together peak at three score matrices or more: the saved "
+                "softmax output, and the gradients of the scores the backward computes.",
+                peak_in_score_matrices(3, at_least=True, key="peak_memory_step_bytes"),
+                at_scale=True),
+            BenchmarkClaim("keeps-4x-flash", "cpu",
+                f"From {CHAPTER_SEQ} tokens on (the chapter's length), train_naive keeps at least "
+                "4× the bytes train_sdpa_flash keeps for the backward.",
+                keeps_times(4, "train_sdpa_flash", CHAPTER_SEQ), figure="training"),
+            keeps_score_sized("gpu-keeps-scores", "cuda", "the softmax's output"),
+            BenchmarkClaim("gpu-keeps-4x-flash", "cuda",
+                f"From {CHAPTER_SEQ} tokens on, train_naive keeps at least 4× the bytes "
+                "train_sdpa_flash keeps for the backward.",
+                keeps_times(4, "train_sdpa_flash", CHAPTER_SEQ), figure="training"),
+        ),
+        diff_with=("train_inplace",), sweeps=("training",),
+    ),
+    train(
+        "inplace", "Training: in-place masking",
+        "masking in place is allowed under autograd, but the backward copies the gradient",
+        lambda: ModuleVariant(InPlaceAttention()), ("attn/inplace.py",), r"^aten::clone$",
+        claims=(
+            Claim("allowed-no-clone", "cpu",
+                "Masking in place is allowed under autograd: the forward has no aten::clone, and "
+                "the backward runs MaskedFillBackward0 without complaint.",
+                both(absent("aten::clone"), in_backward(present("MaskedFillBackward0")))),
+            Claim("backward-clones-the-gradient", "cpu",
+                "The copy is back in the backward: MaskedFillBackward0 masks the gradient with an "
+                "out-of-place masked_fill, whose aten::clone copies a score-sized tensor.",
+                in_backward(both(
+                    op_under("MaskedFillBackward0", "aten::clone"),
+                    score_sized_input("aten::clone"),
+                ))),
+            keeps_score_sized("keeps-what-naive-keeps", "cpu",
+                "the softmax's output, as naive's: masking in place saves a copy in the forward, "
+                "not what is kept for the backward"),
+            keeps_score_sized("gpu-keeps-what-naive-keeps", "cuda", "the softmax's output"),
+        ),
+    ),
+    train(
+        "sdpa_math", "Training: SDPA math backend",
+        "the math backend is ops: its backward keeps score-sized weights too",
+        lambda: SdpaVariant("math"), ("attn/sdpa.py",), r"^SafeSoftmaxBackward0$",
+        claims=(
+            Claim("keeps-weights", "cpu",
+                "The math backend is ordinary ops under autograd: it keeps its score-sized "
+                "attention weights for the backward, which runs SafeSoftmaxBackward0.",
+                both(keeps(SCORE_SIZED), in_backward(present("SafeSoftmaxBackward0")))),
+            keeps_score_sized("gpu-keeps-weights", "cuda", "the attention weights"),
+        ),
+    ),
+    train(
+        "sdpa_flash", "Training: SDPA flash backend",
+        "flash keeps one number per row and recomputes the scores in the backward",
+        lambda: SdpaVariant("flash"), ("attn/sdpa.py",), rf"^{FUSED_CPU}_backward$",
+        claims=(
+            keeps_row_statistic("keeps-row-statistic", "cpu", "q, k, v, the output"),
+            Claim("one-fused-backward", "cpu",
+                f"The backward is one fused op too, {FUSED_CPU}_backward, with no softmax and no "
+                "aten::bmm: it recomputes the scores tile by tile.",
+                in_backward(both(
+                    present(f"{FUSED_CPU}_backward"), absent(*SOFTMAX_OPS, "aten::bmm")
+                ))),
+            Claim("step-peak-under-one-score-matrix", "cpu",
+                "Forward and backward together stay under one score matrix.",
+                peak_in_score_matrices(0, key="peak_memory_step_bytes"), at_scale=True),
+            Claim("backward-twice-forward", "cpu",
+                "The backward takes more than twice the forward's time: it recomputes the scores "
+                "and computes the gradients of q, k and v.",
+                backward_over_forward(2), at_scale=True),
+            keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
+            Claim("gpu-flash-backward-kernel", "cuda",
+                "The backward runs FlashAttention's own backward kernels (pytorch_flash::flash_bwd).",
+                in_backward(kernel_matching(r"^(void )?pytorch_flash::flash_bwd"))),
+        ),
+        sweeps=("training",),
+    ),
+    train(
+        "custom_cpu", "Training: our C++ op",
+        "our op keeps only q, k, v; its backward recomputes the scores with PyTorch ops",
+        CustomCpuVariant, ("attn/custom_cpu.py", "attn/custom_ops.py"), r"^aten::softmax$",
+        claims=(
+            Claim("keeps-q-k-v", "cpu",
+                "Our op keeps only q, k and v for the backward (ctx.save_for_backward in "
+                "attn/custom_ops.py): nothing score-sized, not even a row statistic.",
+                keeps(INPUT_SIZED, lacks=(SCORE_SIZED, ROW_STATISTIC, "seq_q × seq_k", "other"))),
+            Claim("backward-recomputes-with-ops", "cpu",
+                "Its backward recomputes attention with PyTorch ops: aten::bmm and aten::softmax "
+                "under attn_bwd, on score-sized tensors.",
+                in_backward(both(
+                    present("aten::bmm", "aten::softmax"), score_sized_input("aten::softmax")
+                ))),
+            Claim("step-peak-four-score-matrices", "cpu",
+                "Keeping little is not using little: forward and backward together peak at four "
+                "score matrices or more, all of them the backward's (the scores, the "
+                "probabilities, their gradients).",
+                peak_in_score_matrices(4, at_least=True, key="peak_memory_step_bytes"),
+                at_scale=True),
+            Claim("backward-five-times-forward", "cpu",
+                "The backward takes more than five times the forward's time: the forward is one "
+                "tiled C++ op, the backward a dozen PyTorch ops over whole score matrices.",
+                backward_over_forward(5), at_scale=True),
+        ),
+        sweeps=("training",),
+    ),
+    train(
+        "flex", "Training: FlexAttention",
+        "Flex's backward is generated too, on a GPU; on CPU it has none",
+        lambda: GeneratedVariant(FlexAttention()), ("attn/flex.py",), r"^triton_tem_",
+        backward_problem=backward_problem,
+        claims=(
+            Claim("gpu-generated-backward", "cuda",
+                "The backward is generated too: a Triton template kernel (triton_tem_) under "
+                "attn_bwd.",
+                in_backward(kernel_matching(r"^triton_tem_"))),
+            keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
+        ),
     ),
 )
 # fmt: on

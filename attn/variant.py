@@ -43,6 +43,7 @@ class Variant(ABC):
     head_dims: tuple[int, ...] | None = None  # None: any head_dim
     dtypes: tuple[torch.dtype, ...] = FLOAT_DTYPES
     grouped: bool = False  # k and v may have fewer heads than q (grouped-query attention)
+    trains: bool = False  # profiled as a training step (forward, loss, backward): its spec says
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True

@@ -10,6 +10,7 @@ import ast
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,13 +54,15 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
-def imported_files(script: Path) -> list[str]:
-    """The attn/*.py files a script imports, and theirs in turn: what a reader copies with it."""
+def imported_files(*paths: Path) -> list[str]:
+    """The attn/*.py files these files import at their top, and theirs in turn: what a reader copies
+    with them. (An import inside a function is made only when called: the training example imports
+    the module its --impl names, which its spec lists among its sources.)"""
     found: list[str] = []
-    todo = [script]
+    todo = list(paths)
     while todo:
         tree = ast.parse(todo.pop().read_text())
-        for node in ast.walk(tree):
+        for node in tree.body:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attn."):
                 name = node.module.replace(".", "/") + ".py"
                 if name not in found and (ROOT / name).is_file():
@@ -94,6 +97,14 @@ def assert_recorded(run, folder: Path):
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no scratch left
 
 
+def run_files(script: str, spec) -> list[str]:
+    """What a reader copies to run a spec's example: the script's imports, and the attention
+    module its flags choose (the spec's sources directly under attn/) with theirs."""
+    modules = [f for f in (spec.sources if spec else ()) if re.fullmatch(r"attn/\w+\.py", f)]
+    found = imported_files(ROOT / "examples" / script, *(ROOT / m for m in modules))
+    return list(dict.fromkeys([*modules, *found]))
+
+
 def cpu_examples():
     """(written folder, script, its flags) of every spec whose variant runs on the CPU, and the
     Flex example's document mask, which no spec profiles."""
@@ -107,7 +118,7 @@ def cpu_examples():
 
 @pytest.mark.parametrize(("written", "script", "flags"), cpu_examples())
 def test_an_example_runs_copied_out_with_the_files_it_imports(tmp_path, written, script, flags):
-    files = imported_files(ROOT / "examples" / script)
+    files = run_files(script, specs.spec(written))
     mode = "installed" if needs_the_package(files) else "alone"
     if mode == "installed" and build_problem() is not None:
         pytest.skip(f"custom ops cannot be built: {build_problem()}")
@@ -117,6 +128,16 @@ def test_an_example_runs_copied_out_with_the_files_it_imports(tmp_path, written,
     if "--mask" in flags:  # compiled: the first calls are timed, and the compiled graph shows
         assert "first call:" in run.stdout and "second call:" in run.stdout
         assert "CompiledFxGraph" in run.stdout
+    if specs.spec(written) and specs.spec(written).trains:  # three backwards, and what they kept
+        folder = tmp_path / "runs" / written
+        trace = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))
+        ranges = [
+            e for e in trace["traceEvents"] if e.get("name") == "attn_bwd" and e.get("ph") == "X"
+        ]
+        assert len(ranges) == 3
+        saved = json.loads((folder / "saved.json").read_text())
+        assert saved and all(row["bytes"] > 0 and row["shape"] for row in saved)
+        assert "saved for backward:" in run.stdout
 
 
 def test_an_example_refuses_a_backend_that_cannot_run_in_one_line(tmp_path):
@@ -125,6 +146,14 @@ def test_an_example_refuses_a_backend_that_cannot_run_in_one_line(tmp_path):
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert "--backend efficient cannot run" in run.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+
+
+def test_the_training_example_refuses_an_attention_without_a_backward_in_one_line(tmp_path):
+    run = run_copied(tmp_path, "training_attention.py", ["attn/flex.py"], [*TINY, "--impl", "flex"])
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert "--impl flex cannot train here" in last and "inference only" in last
     assert not (tmp_path / "runs").exists()  # nothing half-written
 
 

@@ -54,7 +54,7 @@ def test_a_spec_points_at_what_exists(spec):
     for pattern in (spec.focus, spec.gpu_focus):
         assert pattern is None or re.compile(pattern)
     assert set(spec.diff_with) <= set(specs.names())
-    assert set(spec.sweeps) <= {"scaling", "benchmark", "decoding"}
+    assert set(spec.sweeps) <= {"scaling", "benchmark", "decoding", "training"}
     assert spec.inputs in ("square", "decode")
 
 

@@ -10,10 +10,12 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from attn.profiling.backward import SAVED_KEY
 from attn.profiling.config import FIRST_CALLS_KEY, ProfileConfig
 from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
 from attn.profiling.table import profiler_table
+from attn.profiling.training import training_step
 from attn.variant import Variant
 
 WARMUP_CALLS = 3
@@ -23,22 +25,35 @@ STEPS = 5
 
 
 def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
-    """Profile five steps of `variant.forward`; returns the raw Chrome trace and the profiler's table."""
+    """Profile five steps of `variant.forward` (of a training step, for a variant that trains);
+    returns the raw Chrome trace and the profiler's table."""
     q, k, v = config.make_inputs()
     on_gpu = is_gpu(config.device)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    if variant.trains:  # forward in attn_fwd, a loss, backward in attn_bwd
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
 
-    first_calls = {}
-    with torch.no_grad():
+    def step(saved: list | None = None) -> None:
+        if variant.trains:
+            training_step(variant, q, k, v, is_causal=config.is_causal, saved=saved)
+            return
+        with record_function("attn_fwd"):
+            variant.forward(q, k, v, is_causal=config.is_causal)
+
+    first_calls, saved = {}, None
+    with torch.enable_grad() if variant.trains else torch.no_grad():
         # First calls build masks, compile kernels and warm caches; keep them out of the trace,
         # but time the first two (a compiled variant compiles there).
         for call in range(WARMUP_CALLS):
             start = time.perf_counter()
-            variant.forward(q, k, v, is_causal=config.is_causal)
+            step()
             sync()
             if call < 2:
                 first_calls[("first", "second")[call]] = time.perf_counter() - start
+        if variant.trains:  # one more step, outside the trace: what autograd keeps for backward
+            saved = []
+            step(saved)
         with (
             without_profiler_chatter(),
             profile(
@@ -49,8 +64,7 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
             ) as prof,
         ):
             for _ in range(STEPS):
-                with record_function("attn_fwd"):
-                    variant.forward(q, k, v, is_causal=config.is_causal)
+                step()
                 sync()
                 prof.step()
 
@@ -59,4 +73,6 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
         prof.export_chrome_trace(str(path))
         trace = json.loads(path.read_text())
     trace[FIRST_CALLS_KEY] = first_calls  # beside the profiler's own top-level keys
+    if saved is not None:
+        trace[SAVED_KEY] = saved
     return trace, profiler_table(prof, on_gpu)

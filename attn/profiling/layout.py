@@ -3,7 +3,7 @@
     <root>/<hardware>/index.json             the manifest: variants, their files, shape and stamp
     <root>/<hardware>/environment.json       device, CPU, versions, date, commit
     <root>/<hardware>/overview.svg           time per forward of every variant there
-    <root>/<hardware>/{scaling,benchmark}.{json,svg}
+    <root>/<hardware>/{scaling,benchmark,decoding,training}.{json,svg}
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
     <root>/<hardware>/diff/<a>__<b>.json
 
@@ -20,7 +20,7 @@ from attn.profiling.atomic import write_json, write_rows
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
 OVERVIEW = "overview.svg"
-FIGURES = ("scaling", "benchmark", "decoding")
+FIGURES = ("scaling", "benchmark", "decoding", "training")
 SUMMARY = "summary.json"
 TRACE = "trace.json.gz"
 TABLE_TXT = "table.txt"

@@ -1,9 +1,10 @@
-"""Peak memory allocated by one forward, measured, on CPU and GPU."""
+"""Peak memory allocated by one forward (or any call), measured, on CPU and GPU."""
 
 from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -16,24 +17,29 @@ from attn.variant import Variant
 
 
 def peak_forward_memory(variant: Variant, q, k, v, *, is_causal: bool) -> int:
-    """Bytes allocated at the busiest moment of one forward, beyond what was allocated before it.
+    """Bytes allocated at the busiest moment of one forward, beyond what was allocated before it."""
+    with torch.no_grad():
+        return peak_memory(lambda: variant.forward(q, k, v, is_causal=is_causal), q.device)
+
+
+def peak_memory(run: Callable[[], object], device: torch.device) -> int:
+    """Bytes allocated at the busiest moment of run(), beyond what was allocated before it.
 
     GPU: torch.cuda.max_memory_allocated after a reset. CPU: the profiler's memory events (every
     allocation and free with its signed size) summed in time order; the highest running total wins.
     """
-    with torch.no_grad():
-        if is_gpu(q.device):
-            torch.cuda.synchronize(q.device)
-            torch.cuda.reset_peak_memory_stats(q.device)
-            before = torch.cuda.memory_allocated(q.device)
-            variant.forward(q, k, v, is_causal=is_causal)
-            torch.cuda.synchronize(q.device)
-            return torch.cuda.max_memory_allocated(q.device) - before
-        with (
-            without_profiler_chatter(),
-            profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
-        ):
-            variant.forward(q, k, v, is_causal=is_causal)
+    if is_gpu(device):
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        run()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with (
+        without_profiler_chatter(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
+        run()
     return peak_of(cpu_allocations(prof))
 
 

@@ -12,11 +12,13 @@ from attn.profiling.plot import figure, save
 
 
 def summaries(folder: Path) -> list[dict]:
-    """The available variants' summaries in a hardware folder, in chapter order."""
+    """The available variants' summaries in a hardware folder, in chapter order; training steps
+    left out (their forward runs under autograd: no match for an inference forward)."""
     order = {name: i for i, name in enumerate(specs.names())}
     found = [json.loads((d / layout.SUMMARY).read_text()) for d in layout.variant_dirs(folder)]
     return sorted(
-        (s for s in found if s.get("available")), key=lambda s: order.get(s["variant"], 99)
+        (s for s in found if s.get("available") and "backward" not in s),
+        key=lambda s: order.get(s["variant"], 99),
     )
 
 

@@ -20,12 +20,13 @@ from attn import specs
 from attn.profiling import layout
 from attn.profiling.analyze import write_artifacts
 from attn.profiling.atomic import atomic_folder, write_json
+from attn.profiling.backward import SAVED_KEY
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.overview import write_overview
-from attn.profiling.trace import Trace, read_trace
+from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE, Trace, read_trace
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
@@ -100,13 +101,15 @@ def focus(summary: dict, trace: Trace) -> str | None:
     spec = specs.spec(summary["variant"])
     on_gpu = summary.get("device_type") == "cuda"
     pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
-    if pattern is None:
-        return (summary.get("kernels") or [None])[0] if on_gpu else None
+    if pattern is None:  # the first kernel of the range shown (a training step's: the backward)
+        shown = summary.get("backward") or summary
+        return (shown.get("kernels") or [None])[0] if on_gpu else None
     return next((n for n in trace.name if re.search(pattern, n)), None)
 
 
 def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
-    """viewer.png: the trace as a trace viewer shows it, one forward, the chapter's event selected.
+    """viewer.png: the trace as a trace viewer shows it, one forward (a training step's backward),
+    the chapter's event selected.
 
     Where no browser or viewer files are here, says so once (with how to get them) and skips.
     """
@@ -114,9 +117,11 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
 
     try:  # 680 CSS px: the page's column; at twice the pixels, shown at half size or larger
         select = focus(summary, read_trace(folder / layout.TRACE))
+        shown = BACKWARD_RANGE if "backward" in summary else FORWARD_RANGE  # a step: its backward
         facts = viewer.screenshot(
-            folder / layout.TRACE, folder / layout.VIEWER, select=select, width=680, height=560
-        )
+            folder / layout.TRACE, folder / layout.VIEWER, select=select, range_name=shown,
+            width=680, height=560,
+        )  # fmt: skip
     except viewer.ViewerUnavailable as e:
         if not _skipped_viewer:
             _skipped_viewer.append(str(e))
@@ -166,8 +171,11 @@ def profile_example(
         table = table_path.read_text() if table_path.is_file() else None
         if (written / "compile.json").is_file():  # a compiled example timed its first calls
             base["first_calls_seconds"] = json.loads((written / "compile.json").read_text())
+        trace = read_trace(written / layout.TRACE)
+        if (written / "saved.json").is_file():  # a training example listed what autograd saved
+            trace.raw[SAVED_KEY] = json.loads((written / "saved.json").read_text())
         try:
-            summary = _analyse(read_trace(written / layout.TRACE), folder, variant, base, table)
+            summary = _analyse(trace, folder, variant, base, table)
         except Exception as exc:
             raise ProfilingError(f"analysing {variant.name}'s trace failed: {exc}") from exc
     if screenshot:
