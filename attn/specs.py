@@ -565,9 +565,10 @@ SPECS: tuple[Spec, ...] = (
                     op_under("MaskedFillBackward0", "aten::clone"),
                     score_sized_input("aten::clone"),
                 ))),
-            keeps_score_sized("keeps-what-naive-keeps", "cpu",
-                "the softmax's output, as naive's: masking in place saves a copy in the forward, "
-                "not what is kept for the backward"),
+            Claim("keeps-what-naive-keeps", "cpu",
+                "Autograd keeps the same score-sized softmax output as naive's: masking in place "
+                "saves a copy in the forward, not what is kept for the backward.",
+                keeps(SCORE_SIZED)),
             keeps_score_sized("gpu-keeps-what-naive-keeps", "cuda", "the softmax's output"),
         ),
     ),

@@ -18,8 +18,9 @@ COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
 
 
-def evidence(trace):
-    summary, fwds = summarize(trace)  # as a run writes it, first calls' time included
+def evidence(trace, config: ProfileConfig | None = None):
+    """As a run writes it: first calls' time included, and the shape it ran at."""
+    summary, fwds = summarize(trace, base={"shape": config.shape()} if config else None)
     return Evidence(summary, fwds)
 
 
@@ -39,7 +40,7 @@ def cpu_evidence():
     for spec in specs.SPECS:
         variant = attn.get_variant(spec.name)
         if variant.why_unavailable("cpu") is None and spec.inputs == "square":
-            found[spec.name] = evidence(capture(variant, TINY)[0])
+            found[spec.name] = evidence(capture(variant, TINY)[0], TINY)
     return found
 
 
@@ -87,6 +88,20 @@ def test_the_recompilation_claim_reads_the_compile_number_not_the_frame(cpu_evid
     assert additive["runs-a-recompilation"]["observed"].endswith("/0")
     eager = check("compiled_naive", "cpu", cpu_evidence["naive"])["runs-a-recompilation"]
     assert eager == {**eager, "holds": False, "observed": "no Torch-Compiled Region"}
+
+
+def test_training_claims_fail_on_the_wrong_step(cpu_evidence):
+    """What a step keeps tells naive, flash and our op apart; a forward-only run cannot tell."""
+    naive, flash = cpu_evidence["train_naive"], cpu_evidence["train_sdpa_flash"]
+    assert check("train_sdpa_flash", "cpu", naive)["keeps-row-statistic"]["holds"] is False
+    assert check("train_naive", "cpu", flash)["keeps-scores-and-inputs"]["holds"] is False
+    ours = check("train_custom_cpu", "cpu", flash)
+    assert ours["keeps-q-k-v"]["holds"] is False  # flash keeps its output and a row statistic too
+    assert ours["backward-recomputes-with-ops"]["holds"] is False  # one fused backward op
+    inplace = check("train_inplace", "cpu", naive)["allowed-no-clone"]
+    assert inplace["holds"] is False and "aten::clone" in inplace["observed"]
+    forward_only = check("train_naive", "cpu", cpu_evidence["naive"])
+    assert {r["holds"] for r in forward_only.values()} == {None}
 
 
 def test_peak_claims_count_score_matrices(cpu_evidence):
@@ -171,7 +186,8 @@ def test_at_scale_claims_hold_on_the_committed_profile(name):
     if not (COMMITTED / name).is_dir():
         pytest.skip(f"no profiles/cpu/{name}/ in this checkout")
     trace = read_trace(COMMITTED / name / "trace.json.gz")
-    results = check(name, "cpu", Evidence(per_forward(trace), trace.forwards()))
+    stored = json.loads((COMMITTED / name / "summary.json").read_text())  # its shape, as recheck
+    results = check(name, "cpu", Evidence(*summarize(trace, variant=name, base=stored)))
     found = [results[key] for key in at_scale(name) if key in results]
     assert found and all(r["holds"] is True for r in found), found
 
@@ -214,7 +230,11 @@ def bench(rows: list[dict], device_type: str) -> dict[tuple[str, str], dict]:
     return {
         (spec.name, r["key"]): r
         for spec in specs.SPECS
-        for r in evaluate(spec.benchmark_claims, device_type, BenchmarkEvidence(spec.name, rows))
+        for r in evaluate(
+            [c for c in spec.benchmark_claims if c.figure == "benchmark"],
+            device_type,
+            BenchmarkEvidence(spec.name, rows),
+        )
     }
 
 
