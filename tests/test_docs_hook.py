@@ -312,7 +312,7 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
     marker = "<!-- profile-claim: custom_cpu under-flash-causal -->\n"
     before = expand(marker, "custom-kernels.md", profiles)
     assert before.startswith('\n!!! note "custom_cpu takes less time than sdpa_flash')
-    assert "Not measured yet: no profile set here has a benchmark on a CPU." in before
+    assert "Not measured yet: no profile set here has benchmark.json on a CPU." in before
     add_benchmark(profiles / "cpu", BENCH)
     after = expand(marker, "custom-kernels.md", profiles)
     assert after.startswith('\n!!! success "custom_cpu takes less time')
@@ -322,7 +322,9 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
     assert slower.startswith('\n!!! success "sdpa_math takes more time than the in-place module')
     assert "(observed: sdpa_math ÷ inplace: 2.00× to 2.00× over 1 shapes" in slower
     gpu = expand("<!-- profile-claim: custom_cuda gpu-within-2x-of-flash -->", "x.md", profiles)
-    assert "Not measured yet: no profile set here has a benchmark on a GPU." in gpu  # not the CPU's
+    assert (
+        "Not measured yet: no profile set here has benchmark.json on a GPU." in gpu
+    )  # not the CPU's
 
 
 # --- files and the whole build --------------------------------------------------------------------
@@ -419,3 +421,56 @@ def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp
     nav.append({"Page C": "c.md"})
     with pytest.raises(PluginError, match=r"^index\.md: c\.md, in the nav, has no description"):
         expand("<!-- profile-chapters -->", "index.md", profiles, config)
+
+
+def add_training_step(folder: Path) -> None:
+    """A train_naive folder beside the set's naive: its summary gets a backward block."""
+    naive = json.loads((folder / "naive" / "summary.json").read_text())
+    backward = {
+        "cpu_time_us": 2469.0, "device_time_us": None, "ops_per_backward": 78.0,
+        "kernels_per_backward": None, "peak_memory_bytes": 2**20,
+        "saved_for_backward_bytes": 5 * 2**20, "peak_memory_step_bytes": 7 * 2**20,
+    }  # fmt: skip
+    for name in ("summary.json", "trace.json.gz", "viewer.png", "timeline.svg"):
+        source = folder / "naive" / name
+        if name == "summary.json":
+            _write(
+                folder / "train_naive" / name,
+                {**naive, "variant": "train_naive", "backward": backward},
+            )
+        elif source.is_file():
+            _write(folder / "train_naive" / name, source.read_bytes())
+    layout.write_manifest(folder)
+    sets.hardware_sets.cache_clear()
+
+
+def test_a_training_step_shows_its_backward_apart(profiles):
+    add_training_step(profiles / "cpu")
+    out = expand("<!-- profile: train_naive -->", "training.md", profiles)
+    assert "**Per backward:** 2.47 ms CPU time · 78 ATen ops · 1.0 MiB peak memory · " in out
+    assert "5.0 MiB saved for it · 7.0 MiB peak of the step" in out
+    assert "trace viewer, one attn_bwd" in out and 'data-trace-range="attn_bwd"' in out
+    glance = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    lesson = specs.spec("train_naive").lesson
+    name = f"`train_naive`<br><small>{lesson}</small>"
+    assert f"| {name} | 1.23 ms | 2.47 ms | 5.0 MiB | 7.0 MiB |" in glance
+    assert "| forward, CPU | backward, CPU | saved for backward | peak of the step |" in glance
+    assert f"| {name} | 45 |" not in glance  # not among the forwards
+
+
+def test_a_figure_claim_reads_its_figures_rows(profiles):
+    marker = "<!-- profile-claim: train_naive keeps-4x-flash -->"
+    before = expand(marker, "training.md", profiles)
+    assert "Not measured yet: no profile set here has training.json on a CPU." in before
+    rows = [
+        {"variant": v, "seq": seq, "saved_for_backward_bytes": n}
+        for seq, naive, flash in ((512, 20, 8), (1024, 80, 16), (2048, 300, 32))
+        for v, n in (("train_naive", naive), ("train_sdpa_flash", flash))
+    ]
+    _write(profiles / "cpu" / "training.json", rows)
+    _write(profiles / "cpu" / "training.svg", TIMELINE)
+    layout.write_manifest(profiles / "cpu")
+    sets.hardware_sets.cache_clear()
+    after = expand(marker, "training.md", profiles)
+    assert after.startswith('\n!!! success "From 1024 tokens on')
+    assert "(observed: train_naive ÷ train_sdpa_flash: 5.0× at seq 1024, 9.4× at seq 2048)" in after

@@ -25,14 +25,19 @@ from profile_sets import artifact_files, hardware_sets, read_json
 
 from attn import specs
 from attn.profiling import layout
+from attn.profiling.backward import as_forward
 from attn.profiling.checks import BenchmarkClaim, BenchmarkEvidence
 from attn.profiling.diff import diff_name
+from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.profiling.units import bytes_text, count_text, time_text
 
 MARKER = re.compile(
     r"^(?P<indent>[ \t]*)<!--\s*(?P<kind>profile[\w-]*)\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
     re.M,
 )
+MADE_BY = {
+    "benchmark": "benchmark"
+}  # the nox session that writes a figure, if not profile_examples
 VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
 DEVICE_WORDS = {"cuda": "On a GPU", "cpu": "On CPU"}  # in the order the sets are shown
 
@@ -140,7 +145,19 @@ def run_line(summary: dict) -> str:
         copies = ", ".join(f"{count_text(n)} {d}" for d, n in memcpy.items() if n) or "0"
         memset = _fmt(count_text, summary.get("memset_per_forward")) or "–"
         parts += [f"{copies} memcpy", f"{memset} memset"]
-    return setup_line(summary) + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
+    text = setup_line(summary) + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
+    if backward := summary.get("backward"):  # a training step's
+        b = as_forward(backward)
+        parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(b)) is not None]
+        kept = {
+            "saved for it": "saved_for_backward_bytes",
+            "peak of the step": "peak_memory_step_bytes",
+        }
+        parts += [
+            f"{bytes_text(backward[k])} {label}" for label, k in kept.items() if backward.get(k)
+        ]
+        text += f"  \n**Per backward:** {' · '.join(parts)}"
+    return text
 
 
 # --- the renderers, one per marker kind -----------------------------------------------------------
@@ -164,9 +181,10 @@ def render_variant(page: Page, name: str) -> str:
         text = [f"<small>{environment_line(hw)}</small>", run_line(summary)]
         if layout.TABLE_MD in files:
             text.append((hw["folder"] / name / layout.TABLE_MD).read_text(encoding="utf-8").strip())
+        shown = BACKWARD_RANGE if "backward" in summary else FORWARD_RANGE  # a step: backward
         if layout.VIEWER in files:
             selected = (summary.get("viewer") or {}).get("selected")
-            alt = f"The trace of {where} in a trace viewer, one attn_fwd" + (
+            alt = f"The trace of {where} in a trace viewer, one {shown}" + (
                 f", {selected} selected and boxed in red" if selected else ""
             )
             mark = (summary.get("viewer") or {}).get("mark")
@@ -179,7 +197,7 @@ def render_variant(page: Page, name: str) -> str:
             text.append(
                 f"[Open in Perfetto]({url(layout.TRACE)}){{ .md-button data-perfetto-trace "
                 f'data-perfetto-title="{where}" }} [Open here]({url(layout.TRACE)}){{ .md-button '
-                'data-trace-viewer data-trace-range="attn_fwd" }'
+                f'data-trace-viewer data-trace-range="{shown}" }}'
             )
         if kernels := summary.get("kernels"):
             items = "\n".join(f"    - `{k}`" for k in kernels)
@@ -241,18 +259,19 @@ def render_claim(page: Page, name: str, key: str) -> str:
     if claim is None:
         keys = ", ".join(c.key for c in specs.spec(name).claims)
         raise page.error(f"{name!r} has no claim {key!r}; its claims: {keys}")
-    if isinstance(claim, BenchmarkClaim):
+    if isinstance(claim, BenchmarkClaim):  # about a figure's rows (benchmark.json by default)
+        rows = lambda hw: read_json(hw["folder"] / f"{claim.figure}.json", list)  # noqa: E731
         results = [
-            (*claim.check(BenchmarkEvidence(name, read_json(hw["folder"] / "benchmark.json", list))),
-             hw["title"])
+            (*claim.check(BenchmarkEvidence(name, rows(hw))), hw["title"])
             for hw in page.sets
             if hw["device_type"] == claim.device_type
-            and "benchmark" in hw["manifest"].get("figures", [])
-        ]  # fmt: skip
+            and claim.figure in hw["manifest"].get("figures", [])
+        ]
         where = {"cpu": "a CPU", "cuda": "a GPU"}[claim.device_type]
         waiting = (
-            f"Not measured yet: no profile set here has a benchmark on {where}. `nox -s benchmark` "
-            "on such a machine makes one, and the next build checks it."
+            f"Not measured yet: no profile set here has {claim.figure}.json on {where}. "
+            f"`nox -s {MADE_BY.get(claim.figure, 'profile_examples')}` on such a machine writes "
+            "it, and the next build checks it."
         )
     else:
         results = [
@@ -359,10 +378,22 @@ def render_glance(page: Page) -> str:
         rows = [_row(head), "|---|" + "--:|" * (len(head) - 1)]
         other = ["variant and its lesson", "shape", count, "CPU time", "peak memory"]
         other = [_row(other), "|---|---|--:|--:|--:|"]
+        times_of = [("CPU", "cpu_time_us")] + ([("device", "device_time_us")] if gpu else [])
+        halves = [f"{half}, {w}" for w, _ in times_of for half in ("forward", "backward")]
+        step = ["variant and its lesson", *halves, "saved for backward", "peak of the step"]
+        steps = [_row(step), "|---|" + "--:|" * (len(step) - 1)]
         for s in summaries:
             # The lesson under the name: one column less keeps the table within a page's width.
             name = f"`{s['variant']}`<br><small>{specs.spec(s['variant']).lesson}</small>"
-            if not s["available"]:
+            if specs.spec(s["variant"]).trains:  # a training step: forward and backward apart
+                b = s.get("backward") or {}
+                cells = [_fmt(time_text, part.get(k)) for _, k in times_of for part in (s, b)]
+                kept = ("saved_for_backward_bytes", "peak_memory_step_bytes")
+                cells += [_fmt(bytes_text, b.get(k)) for k in kept]
+                if not s["available"]:
+                    cells = ["not available here", *[None] * (len(cells) - 1)]
+                steps.append(_row([name, *cells]))
+            elif not s["available"]:
                 rows.append(_row([name, "not available here", *[None] * (len(head) - 2)]))
             elif setup_line(s) != common:
                 cells = [COLUMNS[c](s) for c in (count, "CPU time", "peak memory")]
@@ -378,6 +409,12 @@ def render_glance(page: Page) -> str:
             text += [
                 f"Profiled at a shape of their own (no speedup over {ref}):\n\n" + "\n".join(other)
             ]
+        if len(steps) > 2:
+            text.append(
+                "Training steps: the time of the forward and of the backward, what autograd saved "
+                "for the backward, and the peak from the start of the forward to the end of the "
+                "backward:\n\n" + "\n".join(steps)
+            )
         if hw["manifest"].get("overview"):
             svg = page.link(f"profiles/{hw['slug']}/{layout.OVERVIEW}")
             alt = f"Time per forward of each variant on {hw['title']}"
