@@ -244,7 +244,8 @@ def test_each_chapter_shows_its_scripts_recipe_exactly_once():
     assert all(len(pages) == 1 for pages in recipes.values()), recipes
     chapters = {pages[0] for pages in recipes.values()}
     assert chapters == {
-        "naive.md", "inplace.md", "sdpa.md", "custom-kernels.md", "compiled-and-flex.md", "decoding.md"
+        "naive.md", "inplace.md", "sdpa.md", "custom-kernels.md", "compiled-and-flex.md", "decoding.md",
+        "training.md",
     }  # fmt: skip
 
 
