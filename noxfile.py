@@ -1,7 +1,8 @@
 """Sessions: tests, docs, profile_examples, benchmark, serve.
 
 nox -s tests                    # the test suite, docs code blocks included
-nox -s profile_examples         # profile every example on this machine, then build site/
+nox -s profile_examples         # profile every example and run the sweeps here, then build site/
+nox -s benchmark                # only the benchmark: custom kernels against SDPA on this machine
 nox -s docs                     # build site/ from the committed profiles/
 nox --no-venv -s profile_examples -- --device cuda   # a GPU box with torch already installed
 """
@@ -63,12 +64,18 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def profile_examples(session: nox.Session) -> None:
-    """Run every example under the profiler into profiles/<hardware>/, then build the site."""
+    """Run every example under the profiler into profiles/<hardware>/, then the sweeps (scaling,
+    decoding, training, and the benchmark of the custom kernels against SDPA), then build the site."""
     install(session, "docs", "viewer")
     fetch_viewer(session)
     # Every variant's example (attn/specs.py names each script and its flags), then the sweeps.
     session.run("python", "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs)
-    for sweep in ("attn.profiling.scaling", "attn.profiling.decoding", "attn.profiling.training"):
+    for sweep in (
+        "attn.profiling.scaling",
+        "attn.profiling.decoding",
+        "attn.profiling.training",
+        "attn.profiling.benchmark",
+    ):
         session.run("python", "-m", sweep, "--out", "profiles", *_device_args(session.posargs))
     build_site(session)
 

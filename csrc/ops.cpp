@@ -9,6 +9,8 @@
 TORCH_LIBRARY(attn, m) {
   m.def(
       "flash_attention_forward(Tensor q, Tensor k, Tensor v, bool is_causal, float scale) -> Tensor");
+  // Which copy of the CPU kernel's vector code runs in this process (no tensors: a plain function).
+  m.def("cpu_isa() -> str", &attn::cpu_isa);
 }
 
 TORCH_LIBRARY_IMPL(attn, CPU, m) {

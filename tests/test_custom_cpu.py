@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -70,7 +73,13 @@ def test_float32_matches_reference(variant, batch, heads, seq_q, seq_k, head_dim
 
 @pytest.mark.parametrize("is_causal", [True, False])
 @pytest.mark.parametrize(
-    ("seq_q", "seq_k", "head_dim"), [(1, 1, 64), (200, 150, 64), (77, 600, 32)]
+    ("seq_q", "seq_k", "head_dim"),
+    [
+        (1, 1, 64),
+        (200, 150, 64),
+        (77, 600, 32),  # head_dim not a multiple of 64: the BLAS's bf16 GEMM even with AMX
+        (129, 1031, 128),  # odd seq_k: packed keys padded; KV tiles with a tail
+    ],
 )
 def test_bfloat16_matches_reference(variant, seq_q, seq_k, head_dim, is_causal):
     q, k, v = qkv(2, 2, seq_q, seq_k, head_dim, dtype=torch.bfloat16)
@@ -203,6 +212,60 @@ def test_parallel_for_is_compiled_as_an_openmp_region():
         ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
     ).stdout
     assert "GOMP_parallel" in symbols
+
+
+# ---- vector ISA ----------------------------------------------------------------------------------
+# The softmax is compiled once per x86-64 vector ISA and runs the copy for the ISA torch's own
+# kernels run (torch.backends.cpu.get_cpu_capability()). torch reads the variables below once, when
+# a process starts using it, so a forced ISA is tested in a child process. oneDNN's and MKL's
+# limits move the GEMMs too (on a CPU with AMX: bf16 off AMX, onto the BLAS's GEMM).
+FORCED = {
+    "AVX2": {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    },
+    "DEFAULT": {"ATEN_CPU_CAPABILITY": "default"},
+}
+CHILD = """
+import json, torch
+from attn.custom_ops import load_ops
+from attn.reference import reference_attention
+ops, gen, errors = load_ops(), torch.Generator().manual_seed(5), {}
+for dtype in (torch.float32, torch.bfloat16):
+    for seq_q, seq_k, d in ((37, 37, 5), (129, 1031, 64), (300, 200, 128)):
+        q = torch.randn(1, 2, seq_q, d, generator=gen).to(dtype)
+        k, v = (torch.randn(1, 2, seq_k, d, generator=gen).to(dtype) for _ in range(2))
+        for causal in (True, False):
+            out = ops.flash_attention_forward(q, k, v, causal, d**-0.5)
+            error = (out.double() - reference_attention(q, k, v, is_causal=causal)).abs().max()
+            errors[f"{dtype} {seq_q}x{seq_k}x{d} causal={causal}"] = error.item()
+print(json.dumps({"ours": ops.cpu_isa(), "torch": torch.backends.cpu.get_cpu_capability(), "errors": errors}))
+"""
+X86_GCC = platform.machine() in ("x86_64", "AMD64") and sys.platform.startswith("linux")
+
+
+@pytest.mark.skipif(not X86_GCC, reason="per-ISA copies are built on x86-64 Linux (GCC)")
+def test_runs_the_vector_isa_torch_runs():
+    assert load_ops().cpu_isa() == torch.backends.cpu.get_cpu_capability()
+
+
+@pytest.mark.skipif(not X86_GCC, reason="per-ISA copies are built on x86-64 Linux (GCC)")
+@pytest.mark.parametrize("isa", FORCED)
+def test_a_forced_isa_runs_its_copy_and_matches_reference(isa):
+    if isa == "AVX2" and torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("this CPU has no AVX2")
+    load_ops()  # built here, so that the child only loads it
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD], env={**os.environ, **FORCED[isa]},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ours"] == result["torch"] == isa
+    for case, error in result["errors"].items():
+        limit = TOLERANCE[torch.bfloat16 if "bfloat16" in case else torch.float32]
+        assert error <= limit, f"{case}: max error {error:.2e}"
 
 
 # ---- gradients ---------------------------------------------------------------------------------

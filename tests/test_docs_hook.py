@@ -309,14 +309,16 @@ BENCH = [
 
 
 def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
-    marker = "<!-- profile-claim: custom_cpu under-flash-causal -->\n"
+    marker = "<!-- profile-claim: custom_cpu under-flash-causal-head-dim-64 -->\n"
     before = expand(marker, "custom-kernels.md", profiles)
-    assert before.startswith('\n!!! note "custom_cpu takes less time than sdpa_flash')
+    assert before.startswith(
+        '\n!!! note "At head_dim 64, custom_cpu takes less time than sdpa_flash'
+    )
     assert "Not measured yet: no profile set here has benchmark.json on a CPU." in before
     add_benchmark(profiles / "cpu", BENCH)
     after = expand(marker, "custom-kernels.md", profiles)
-    assert after.startswith('\n!!! success "custom_cpu takes less time')
-    assert "✓ **holds** on CPU (observed: 0.75× (seq 512, head_dim 64)" in after
+    assert after.startswith('\n!!! success "At head_dim 64, custom_cpu takes less time')
+    assert "✓ **holds** on CPU (observed: 0.75× (float32, seq 512, head_dim 64)" in after
     assert "batch 1 × 8 heads" in after
     slower = expand("<!-- profile-claim: sdpa_math slower-than-inplace -->", "sdpa.md", profiles)
     assert slower.startswith('\n!!! success "sdpa_math takes more time than the in-place module')
@@ -401,11 +403,17 @@ def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     add_benchmark(profiles / "cpu", BENCH)
     out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
     assert (
-        f"| variant | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |" in out
+        f"| variant | dtype | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |"
+        in out
     )
-    assert "| `custom_cpu` | 512 | 64 | yes | 150.0 µs | 0.75 |" in out
+    assert "| `custom_cpu` | float32 | 512 | 64 | yes | 150.0 µs | 0.75 |" in out
     assert "Batch × heads: 1 × 8." in out  # the same for every row: said once, above
     assert "`inplace` |" not in out  # only our kernels get a ratio row
+    assert "Vector ISA" not in out  # a run from before benchmark.json recorded it
+    add_benchmark(profiles / "cpu", [{**r, "cpu_capability": "AVX2"} for r in BENCH])
+    out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
+    assert "Vector ISA of this run: AVX2 (`torch.backends.cpu.get_cpu_capability()`)" in out
+    assert "and so did `custom_cpu`" in out
 
 
 def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp_path):

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import torch
 
 from attn.profiling import benchmark
 
@@ -12,13 +13,16 @@ def test_flops_count_two_matmuls_and_halve_for_causal():
 
 
 def test_ratios_compare_custom_variants_with_flash_in_the_same_configuration():
+    shape = {"seq": 512, "head_dim": 64, "is_causal": True, "dtype": "float32"}
     rows = [
-        {"variant": "sdpa_flash", "seq": 512, "head_dim": 64, "is_causal": True, "time_us": 200.0},
-        {"variant": "custom_cpu", "seq": 512, "head_dim": 64, "is_causal": True, "time_us": 150.0},
-        {"variant": "custom_cpu", "seq": 512, "head_dim": 64, "is_causal": False, "time_us": 90.0},
-        {"variant": "inplace", "seq": 512, "head_dim": 64, "is_causal": True, "time_us": 900.0},
+        {**shape, "variant": "sdpa_flash", "time_us": 200.0},
+        {**shape, "variant": "custom_cpu", "time_us": 150.0},
+        {**shape, "variant": "custom_cpu", "is_causal": False, "time_us": 90.0},
+        {**shape, "variant": "custom_cpu", "dtype": "bfloat16", "time_us": 60.0},
+        {**shape, "variant": "inplace", "time_us": 900.0},
     ]
-    (only,) = benchmark.ratios(rows)  # no flash row for the non-causal one; inplace is no custom
+    # No flash row for the non-causal one, nor for bfloat16; inplace is no custom kernel.
+    (only,) = benchmark.ratios(rows)
     assert only["variant"] == "custom_cpu" and only["ratio_to_flash"] == pytest.approx(0.75)
 
 
@@ -38,14 +42,22 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys):
     ]
     assert benchmark.main(argv) == 0
     rows = json.loads((tmp_path / "cpu" / "benchmark.json").read_text())
-    assert {r["variant"] for r in rows} == {"custom_cpu", "sdpa_flash", "sdpa_math", "inplace"}
+    variants = {"custom_cpu", "sdpa_flash", "sdpa_math", "inplace"}
+    # The CPU grid's dtypes, each with every variant.
+    assert {(r["variant"], r["dtype"]) for r in rows} == {
+        (v, d) for v in variants for d in ("float32", "bfloat16")
+    }
     assert all(r["time_us"] > 0 and r["tflops"] > 0 and r["is_causal"] for r in rows)
-    assert "sequence length" in (tmp_path / "cpu" / "benchmark.svg").read_text()
+    # Which vector ISA torch's kernels (and custom_cpu's softmax) ran with, in every row.
+    assert {r["cpu_capability"] for r in rows} == {torch.backends.cpu.get_cpu_capability()}
+    assert "bfloat16, head_dim 32, causal" in (tmp_path / "cpu" / "benchmark.svg").read_text()
     assert "custom_cpu" in capsys.readouterr().out
-    (custom,) = [r for r in rows if r["variant"] == "custom_cpu"]
-    (flash,) = [r for r in rows if r["variant"] == "sdpa_flash"]
-    assert custom["ratio_to_flash"] == pytest.approx(custom["time_us"] / flash["time_us"], rel=1e-2)
-    assert (custom["batch"], custom["heads"]) == (1, 8)  # the shape is stated in every row
+    for dtype in ("float32", "bfloat16"):
+        (custom,) = [r for r in rows if r["variant"] == "custom_cpu" and r["dtype"] == dtype]
+        (flash,) = [r for r in rows if r["variant"] == "sdpa_flash" and r["dtype"] == dtype]
+        ratio = custom["time_us"] / flash["time_us"]
+        assert custom["ratio_to_flash"] == pytest.approx(ratio, rel=1e-2)
+        assert (custom["batch"], custom["heads"]) == (1, 8)  # the shape is stated in every row
 
 
 def test_tflops_of_a_slow_run_is_not_rounded_to_zero():

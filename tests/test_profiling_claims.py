@@ -241,7 +241,7 @@ def bench(rows: list[dict], device_type: str) -> dict[tuple[str, str], dict]:
 def test_benchmark_claims_read_the_ratio_to_flash():
     rows = bench_rows({(512, True): 0.7, (4096, True): 0.9, (512, False): 1.1})
     results = bench(rows, "cpu")
-    faster = results[("custom_cpu", "under-flash-causal")]
+    faster = results[("custom_cpu", "under-flash-causal-head-dim-64")]
     assert faster["holds"] is True
     assert faster["observed"] == (
         "0.70× (seq 512, head_dim 64) to 0.90× (seq 4096, head_dim 64) over 2 causal shapes: "
@@ -253,6 +253,26 @@ def test_benchmark_claims_read_the_ratio_to_flash():
     assert math["holds"] is True and "2.00× to 2.00×" in math["observed"]
     slow = bench(bench_rows({(512, True): 1.3}, math_over_inplace=0.9), "cpu")
     assert [r["holds"] for r in slow.values()] == [False, False, False]
+
+
+def test_benchmark_claims_pick_their_rows_and_name_the_dtype():
+    def rows(dtype, head_dim, ratio):
+        return [
+            {**r, "dtype": dtype, "head_dim": head_dim}
+            for r in bench_rows({(2048, True): ratio, (2048, False): ratio})
+        ]
+
+    mixed = rows("float32", 64, 0.8) + rows("bfloat16", 64, 0.9) + rows("float32", 128, 1.2)
+    under = bench(mixed, "cpu")[("custom_cpu", "under-flash-causal-head-dim-64")]
+    assert under["holds"] is True  # head_dim 128 and the non-causal rows are not its business
+    assert under["observed"] == (
+        "0.80× (float32, seq 2048, head_dim 64) to 0.90× (bfloat16, seq 2048, head_dim 64) over 2 "
+        "causal shapes: batch 1 × 8 heads, seq 2048, head_dim 64, float32 and bfloat16"
+    )
+    assert bench(mixed, "cpu")[("custom_cpu", "within-1.25x-of-flash")]["holds"] is True
+    # sdpa_math against inplace is compared within a dtype, never across.
+    math = bench(mixed, "cpu")[("sdpa_math", "slower-than-inplace")]
+    assert "over 6 shapes" in math["observed"]
 
 
 def test_benchmark_claims_cannot_tell_without_rows():

@@ -692,17 +692,27 @@ def _span(values: list) -> str:
 
 
 def benchmark_shapes(rows: list[dict]) -> str:
-    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128'."""
+    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128,
+    float32 and bfloat16' (dtypes where the rows record them)."""
     sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
     size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
     dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
+    dtypes = " and ".join(dict.fromkeys(r["dtype"] for r in rows if r.get("dtype")))
     parts = [size] if size else []
-    return ", ".join(parts + [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"])
+    parts += [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"]
+    return ", ".join(parts + ([dtypes] if dtypes else []))
 
 
-def ratio_to_baseline_below(limit: float, is_causal: bool | None = None) -> Check:
-    """At every benchmarked shape (of one masking, if given), the variant's time ÷ the baseline's
-    (`ratio_to_flash`, measured in the same run) is under `limit`."""
+def _where(r: dict) -> str:
+    """One benchmarked shape in words: 'seq 2048, head_dim 64', after its dtype where recorded."""
+    shape = f"seq {r['seq']}, head_dim {r['head_dim']}"
+    return f"{r['dtype']}, {shape}" if r.get("dtype") else shape
+
+
+def ratio_to_baseline_below(limit: float, **only) -> Check:
+    """At every benchmarked shape (those whose rows have the values `only` gives, such as
+    is_causal=True or head_dim=64), the variant's time ÷ the baseline's (`ratio_to_flash`, measured
+    in the same run) is under `limit`."""
 
     def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
         mine = [
@@ -710,16 +720,15 @@ def ratio_to_baseline_below(limit: float, is_causal: bool | None = None) -> Chec
             for r in ev.rows
             if r.get("variant") == ev.variant
             and r.get("ratio_to_flash") is not None
-            and (is_causal is None or r.get("is_causal") == is_causal)
+            and all(r.get(field) == value for field, value in only.items())
         ]
         if not mine:
             return None, f"no {ev.variant} row with a ratio to the baseline in benchmark.json"
         lo = min(mine, key=lambda r: r["ratio_to_flash"])
         hi = max(mine, key=lambda r: r["ratio_to_flash"])
-        where = lambda r: f"seq {r['seq']}, head_dim {r['head_dim']}"  # noqa: E731
-        masking = {True: " causal", False: " non-causal", None: ""}[is_causal]
+        masking = {True: " causal", False: " non-causal", None: ""}[only.get("is_causal")]
         return hi["ratio_to_flash"] < limit, (
-            f"{lo['ratio_to_flash']:.2f}× ({where(lo)}) to {hi['ratio_to_flash']:.2f}× ({where(hi)}) "
+            f"{lo['ratio_to_flash']:.2f}× ({_where(lo)}) to {hi['ratio_to_flash']:.2f}× ({_where(hi)}) "
             f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
         )
 
@@ -730,7 +739,8 @@ def slower_than(other: str) -> Check:
     """At every shape benchmarked with both, the variant takes more time than `other` (same run)."""
 
     def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
-        key = lambda r: (r.get("batch"), r.get("heads"), r["seq"], r["head_dim"], r["is_causal"])  # noqa: E731
+        fields = ("batch", "heads", "seq", "head_dim", "is_causal", "dtype")
+        key = lambda r: tuple(r.get(f) for f in fields)  # noqa: E731
         theirs = {key(r): r["time_us"] for r in ev.rows if r.get("variant") == other}
         pairs = [
             (r, r["time_us"] / theirs[key(r)])

@@ -1,24 +1,31 @@
 // FlashAttention-style forward on the CPU: Q tiles x KV tiles, online softmax, fp32 accumulation.
 //
 // Work is split over (batch, head, Q tile) with at::parallel_for. Each thread owns its scratch: the
-// score tile S, the output accumulator, the running max m and sum l per row, and K^T, of its head
-// while that fits 4 MB, else of one KV tile. So scratch stays bounded however long the sequences.
-// The two tile products go to BLAS (cpublas::brgemm, which calls MKL/oneDNN sgemm); the softmax in
-// between uses GCC vector extensions, compiled for AVX-512, AVX2 and baseline x86-64 and picked at
-// run time (target_clones), so the build needs no -march flag and runs on any x86-64 CPU.
+// score tile S, the probabilities P, the output accumulator, the running max m and sum l per row,
+// and the head's K^T (and, on AMX, its V) packed for the GEMMs while that fits 4 MB, else K^T of
+// one KV tile. So scratch stays bounded however long the sequences. q, k and v keep their dtype
+// (fp32 or bf16) into the two tile products, which go to ATen's CPU BLAS: cpublas::brgemm, with
+// fp32 results (see HeadLayout). The softmax in between uses GCC vector extensions, compiled once
+// per x86-64 vector ISA (AVX-512, AVX2, baseline); the copy that runs is the one for the ISA torch
+// runs its own kernels with, so the build needs no -march flag and ATEN_CPU_CAPABILITY=avx2 moves
+// both kernels.
 
 #include "flash_attention_cpu.h"
 
-#include <ATen/Parallel.h>
-#include <ATen/native/CPUBlas.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <ATen/native/CPUBlas.h>
+#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 
 namespace attn {
 namespace {
@@ -26,161 +33,287 @@ namespace {
 constexpr int64_t kBlockQ = 128;   // query rows per tile
 constexpr int64_t kBlockKV = 512;  // keys per tile
 // K^T of a whole head is packed once and reused by all of its Q tiles while it fits in this many
-// floats (4 MB: 16K keys at head_dim 64). Longer heads are packed one KV tile at a time, again for
-// every Q tile: d * cols copies beside the 4 * rows * cols * d flops of the tile's two GEMMs. On our
-// CPU at head_dim 64, packing every head that way cost 5-15% at seq 2048, about 1% at seq_k 32K.
+// elements (4 MB of fp32, 2 MB of bf16: 16K keys at head_dim 64). Longer heads are packed one KV
+// tile at a time, again for every Q tile: d * cols copies beside the 4 * rows * cols * d flops of
+// the tile's two GEMMs. On our CPU at head_dim 64, packing every head that way cost 5-15% at seq
+// 2048, about 1% at seq_k 32K.
 constexpr int64_t kMaxKeptKt = int64_t{1} << 20;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kLog2e = 1.44269504f;
 
-// One clone per x86-64 level, chosen by the loader from the CPU it runs on (GCC's ifunc dispatch).
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-#define ATTN_MULTIVERSION \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ATTN_MULTIVERSION
+// x86-64 builds with GCC get one copy of the tile loop per vector ISA (see tile_kernel below).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ATTN_X86_COPIES 1
 #endif
 
-// Helpers are force-inlined so that they are compiled into each clone of the caller.
+// Helpers are force-inlined so that they are compiled into each ISA's copy of the tile loop.
 #define ATTN_INLINE inline __attribute__((always_inline))
 
-// 16 floats: one AVX-512 register, two AVX2 ones or four SSE ones, whichever the clone has.
-// (GCC warns that passing them by value is ABI-dependent; they never cross a non-inlined call.)
+// (GCC warns that passing vectors by value is ABI-dependent; they never cross a non-inlined call.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-using f32x16 = float __attribute__((vector_size(64)));
-using i32x16 = int32_t __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
 
-ATTN_INLINE f32x16 load(const float* p) {
-  f32x16 x;
+// Vectors of 16, 8 and 4 floats: one register of AVX-512, AVX2 and SSE. Each ISA's copy of the
+// tile loop uses its own width. A vector wider than the ISA's registers is split by GCC, and its
+// compares and selects become scalar code: on AVX2, 16 lanes made the softmax about 3x slower.
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+template <typename V>
+constexpr int kLanes = sizeof(V) / sizeof(float);
+template <typename V>
+using IntsOf = decltype(V{} < V{});  // int32 lanes, as many as V has (what a compare yields)
+
+template <typename V>
+ATTN_INLINE V load(const float* p) {
+  V x;
   std::memcpy(&x, p, sizeof x);
   return x;
 }
-ATTN_INLINE void store(float* p, f32x16 x) { std::memcpy(p, &x, sizeof x); }
-ATTN_INLINE f32x16 splat(float x) { return f32x16{} + x; }
-ATTN_INLINE float hmax(f32x16 x) {
+template <typename V>
+ATTN_INLINE void store(float* p, V x) {
+  std::memcpy(p, &x, sizeof x);
+}
+// bf16 keeps the top 16 bits of the float, rounded to nearest (ties away from zero, where
+// c10::BFloat16 rounds them to even: the values stored here are probabilities, never NaN).
+template <typename V>
+ATTN_INLINE void store(c10::BFloat16* p, V x) {
+  const IntsOf<V> top = ((IntsOf<V>)x + 0x8000) >> 16;  // same-size vector cast: the bits
+  uint16_t halves[kLanes<V>];
+  for (int i = 0; i < kLanes<V>; ++i) halves[i] = static_cast<uint16_t>(top[i]);
+  std::memcpy(p, halves, sizeof halves);
+}
+template <typename V>
+ATTN_INLINE V splat(float x) {
+  return V{} + x;
+}
+template <typename V>
+ATTN_INLINE float hmax(V x) {
   float r = x[0];
-  for (int i = 1; i < kLanes; ++i) r = std::max(r, x[i]);
+  for (int i = 1; i < kLanes<V>; ++i) r = std::max(r, x[i]);
   return r;
 }
-ATTN_INLINE float hsum(f32x16 x) {
+template <typename V>
+ATTN_INLINE float hsum(V x) {
   float r = 0.f;
-  for (int i = 0; i < kLanes; ++i) r += x[i];
+  for (int i = 0; i < kLanes<V>; ++i) r += x[i];
   return r;
 }
 
-// exp(x) for 16 lanes: x = n*ln2 + r with |r| <= ln2/2; exp(r) by its degree-6 Taylor polynomial
-// (relative error about 2e-7), times 2^n made from exponent bits.
-ATTN_INLINE f32x16 exp16(f32x16 x) {
-  const f32x16 lo = splat(-87.0f);  // exp underflows below this; keeps 2^n a normal float
-  x = x < lo ? lo : x;
-  const f32x16 shifter = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const f32x16 n = (x * 1.44269504f + shifter) - shifter;
-  const f32x16 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts, for accuracy
-  f32x16 p = splat(1.0f / 720);
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const i32x16 two_n = (__builtin_convertvector(n, i32x16) + 127) << 23;
-  return p * (f32x16)two_n;  // same-size vector cast: reinterprets the bits
+// 2^t lane by lane, for t <= 0: t = n + f with n = round(t) and |f| <= 1/2; 2^f by a degree-5
+// polynomial fitted to it on [-1/2, 1/2] (relative error 1e-7, 2e-7 in float arithmetic), times 2^n
+// made from exponent bits. (exp(x) is 2^(x log2(e)): the softmax folds log2(e) into its scale.)
+template <typename V>
+ATTN_INLINE V exp2_lanes(V t) {
+  const V lo = splat<V>(-125.f);  // 2^t underflows below this; keeps 2^n and 2^t normal floats
+  t = t < lo ? lo : t;
+  // Adding 1.5 * 2^23 rounds to an integer n and leaves n in the low bits of the sum's mantissa.
+  const V shifted = t + 12582912.0f;
+  const V f = t - (shifted - 12582912.0f);
+  V p = splat<V>(1.32764725e-3f);
+  p = p * f + 9.67554189e-3f;
+  p = p * f + 5.55071309e-2f;
+  p = p * f + 2.40221202e-1f;
+  p = p * f + 6.93146944e-1f;
+  p = p * f + 1.00000012f;
+  // 2^n: n + 127 in the exponent bits (the sum's bits are those of 1.5 * 2^23, 0x4b400000, plus n).
+  const IntsOf<V> two_n = ((IntsOf<V>)shifted - (0x4b400000 - 127)) << 23;
+  return p * (V)two_n;
 }
 
-// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); row-major, with leading dimensions.
+// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); row-major, with leading dimensions; T is float
+// or bf16, C is fp32 either way. vnni: B is in the layout cpublas::pack makes (see HeadLayout).
+template <typename T>
 ATTN_INLINE void gemm(
-    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-    float* c, int64_t ldc, bool accumulate) {
-#ifdef CPUBLAS_BRGEMM_F32F32F32
-  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, /*is_vnni=*/false);
-#else  // torch without the fp32 brgemm: plain loops, correct but slower
-  for (int64_t i = 0; i < m; ++i) {
-    float* ci = c + i * ldc;
-    if (!accumulate) std::fill(ci, ci + n, 0.f);
-    for (int64_t p = 0; p < k; ++p) {
-      const float aip = a[i * lda + p];
-      const float* bp = b + p * ldb;
-      for (int64_t j = 0; j < n; ++j) ci[j] += aip * bp[j];
-    }
-  }
-#endif
+    int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, float* c,
+    int64_t ldc, bool accumulate, bool vnni = false) {
+  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, vnni);
 }
 
-// Pointers and strides of one call. Rows (the head_dim axis) have unit stride.
+// How the tile products read a head's K and V.
+//  - kPlain: K^T, [d, seq_k] row-major, packed by us (once per head while it fits kMaxKeptKt,
+//    else per KV tile); V read where it lies. The GEMM is oneDNN's brgemm for fp32, the BLAS's bf16
+//    GEMM for bf16.
+//  - kVnni (bf16, on CPUs with AMX): K^T and V repacked by cpublas::pack, in blocks of 64 columns,
+//    into the layout AMX's bf16 dot products read (pairs of rows interleaved). oneDNN's brgemm then
+//    runs on AMX tiles, as it does inside torch's own flash attention; the BLAS's GEMM would
+//    repack both operands on every call.
+enum class HeadLayout { kPlain, kVnni };
+constexpr int64_t kPackN = 64;  // columns per packed block (cpublas::pack takes at most 64)
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Pointers and strides of one call, for q, k, v and out of element type T (float or bf16). Rows
+// (the head_dim axis) have unit stride.
+template <typename T>
 struct Problem {
-  const float *q, *k, *v;
-  float* out;  // contiguous [batch, heads, seq_q, head_dim]
+  const T *q, *k, *v;
+  T* out;  // contiguous [batch, heads, seq_q, head_dim]
   int64_t heads, seq_q, seq_k, head_dim;
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss;  // batch, head, seq strides
   float scale;
   bool causal;
   bool keep_kt;  // K^T of a whole head fits kMaxKeptKt: packed once per head, not per tile
+  HeadLayout layout;
 };
 
+// Scratch buffers start on a cache line. AMX and AVX-512 read whole 64-byte lines: with buffers
+// only 16-byte aligned, the bf16 tile products took about twice as long on our AMX CPU.
+template <typename T>
+using Buffer = std::unique_ptr<T[], decltype(&std::free)>;
+template <typename T>
+Buffer<T> buffer(int64_t n) {
+  const size_t bytes = round_up(std::max<int64_t>(n, 1) * sizeof(T), 64);
+  return Buffer<T>(static_cast<T*>(std::aligned_alloc(64, bytes)), &std::free);
+}
+
 // One thread's working memory, allocated once per call (never inside the loops); at most about
-// 5 MB (4 MB of K^T), whatever the sequence lengths.
+// 5 MB (K^T, or K^T and V packed for AMX), whatever the sequence lengths. S has rows of kBlockKV
+// floats, P the same in T (P is S itself when T is float).
+template <typename T>
 struct Scratch {
-  Scratch(int64_t head_dim, int64_t kt_keys)
-      : kt(new float[head_dim * kt_keys]),
-        s(new float[kBlockQ * kBlockKV]),
-        acc(new float[kBlockQ * head_dim]),
-        m(new float[kBlockQ]),
-        l(new float[kBlockQ]) {}
-  std::unique_ptr<float[]> kt, s, acc, m, l;
-  int64_t kt_head = -1;  // which (batch, head) kt holds, when it holds whole heads
+  explicit Scratch(const Problem<T>& p)
+      : kt(buffer<T>(p.head_dim * (p.keep_kt ? round_up(p.seq_k, kPackN) : kBlockKV))),
+        vp(buffer<T>(p.layout == HeadLayout::kVnni ? round_up(p.seq_k, 2) * p.head_dim : 0)),
+        buf(buffer<T>(p.layout == HeadLayout::kVnni ? kBlockKV * kPackN : 0)),
+        s(buffer<float>(kBlockQ * kBlockKV)),
+        p(buffer<T>(std::is_same_v<T, float> ? 0 : kBlockQ * kBlockKV)),
+        acc(buffer<float>(kBlockQ * p.head_dim)),
+        m(buffer<float>(kBlockQ)),
+        l(buffer<float>(kBlockQ)) {}
+  Buffer<T> kt, vp, buf;  // K^T; for kVnni, V packed and the blocks on their way there
+  Buffer<float> s;
+  Buffer<T> p;
+  Buffer<float> acc, m, l;
+  int64_t head = -1;  // which (batch, head) kt (and vp) hold, when they hold whole heads
+
+  T* probabilities() {
+    if constexpr (std::is_same_v<T, float>) return s.get();
+    return p.get();
+  }
 };
 
 // K^T of `cols` keys, [d, cols] with leading dimension ld_kt, so that S = Q @ K^T is a plain
-// row-major GEMM. Blocked for cache reuse.
-ATTN_INLINE void pack_kt(
-    const float* k, int64_t ld_k, int64_t cols, int64_t d, float* kt, int64_t ld_kt) {
+// row-major GEMM; columns past `cols` up to `width` are zeros. Blocked for cache reuse.
+template <typename T>
+void pack_kt(const T* k, int64_t ld_k, int64_t cols, int64_t d, T* kt, int64_t ld_kt,
+             int64_t width) {
   constexpr int64_t kBlock = 32;
   for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
     const int64_t j1 = std::min(j0 + kBlock, cols);
     for (int64_t c = 0; c < d; ++c)
       for (int64_t j = j0; j < j1; ++j) kt[c * ld_kt + j] = k[j * ld_k + c];
   }
+  for (int64_t c = 0; c < d; ++c) std::fill(kt + c * ld_kt + cols, kt + c * ld_kt + width, T(0));
+}
+
+// One head's K and V for the kVnni layout: K^T in blocks of 64 keys (keys [j, j + 64) at
+// kt + j * d), V in blocks of 64 of head_dim's columns (columns [c, c + 64) at vp + c * keys, keys
+// being seq_k rounded up to even). Keys past seq_k are zeros.
+template <typename T>
+void pack_head_vnni(const Problem<T>& p, const T* k, const T* v, Scratch<T>& w) {
+  const int64_t d = p.head_dim, keys = round_up(p.seq_k, 2);
+  const auto bf16 = at::ScalarType::BFloat16;
+  for (int64_t j0 = 0; j0 < p.seq_k; j0 += kPackN) {  // [d, 64] of K^T at a time
+    const int64_t cols = std::min(kPackN, p.seq_k - j0);
+    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.buf.get(), kPackN, kPackN);
+    at::native::cpublas::pack(
+        d, kPackN, kPackN, kPackN, bf16, bf16, w.buf.get(), w.kt.get() + j0 * d);
+  }
+  for (int64_t c0 = 0; c0 < d; c0 += kPackN) {
+    // [kBlockKV, 64] of V at a time; packed blocks of rows follow each other in the layout.
+    for (int64_t j0 = 0; j0 < keys; j0 += kBlockKV) {
+      const int64_t rows = std::min(kBlockKV, keys - j0);
+      for (int64_t j = 0; j < rows; ++j) {
+        T* row = w.buf.get() + j * kPackN;
+        if (j0 + j < p.seq_k) std::copy_n(v + (j0 + j) * p.v_ss + c0, kPackN, row);
+        else std::fill(row, row + kPackN, T(0));
+      }
+      at::native::cpublas::pack(rows, kPackN, kPackN, kPackN, bf16, bf16, w.buf.get(),
+                                w.vp.get() + c0 * keys + j0 * kPackN);
+    }
+  }
+}
+
+// S = Q_tile @ K^T of keys [j0, j0 + cols): [rows, d] x [d, cols], S with rows of kBlockKV floats.
+template <typename T>
+ATTN_INLINE void tile_scores(const Problem<T>& p, Scratch<T>& w, const T* q, const T* k,
+                             int64_t rows, int64_t j0, int64_t cols, float* s) {
+  const int64_t d = p.head_dim;
+  if (p.layout == HeadLayout::kVnni) {
+    for (int64_t j = 0; j < cols; j += kPackN)  // S's rows have room for the last block's width
+      gemm(rows, kPackN, d, q, p.q_ss, w.kt.get() + (j0 + j) * d, kPackN, s + j, kBlockKV, false,
+           /*vnni=*/true);
+    return;
+  }
+  const T* kt = w.kt.get() + j0;
+  int64_t ld_kt = p.seq_k;
+  if (!p.keep_kt) {  // a long head: K^T of this tile only
+    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), cols, cols);
+    kt = w.kt.get(), ld_kt = cols;
+  }
+  gemm(rows, cols, d, q, p.q_ss, kt, ld_kt, s, kBlockKV, /*accumulate=*/false);
+}
+
+// acc (+)= P @ V of keys [j0, j0 + cols): [rows, cols] x [cols, d]; the first KV tile (j0 == 0)
+// overwrites acc. P has rows of kBlockKV, with a zero column past cols when cols is odd.
+template <typename T>
+ATTN_INLINE void tile_accumulate(const Problem<T>& p, Scratch<T>& w, const T* probs, const T* v,
+                                 int64_t rows, int64_t j0, int64_t cols, float* acc) {
+  const int64_t d = p.head_dim;
+  if (p.layout == HeadLayout::kVnni) {
+    const int64_t keys = round_up(p.seq_k, 2), even_cols = round_up(cols, 2);
+    for (int64_t c0 = 0; c0 < d; c0 += kPackN)
+      gemm(rows, kPackN, even_cols, probs, kBlockKV, w.vp.get() + c0 * keys + j0 * kPackN, kPackN,
+           acc + c0, d, /*accumulate=*/j0 > 0, /*vnni=*/true);
+    return;
+  }
+  gemm(rows, d, cols, probs, kBlockKV, v + j0 * p.v_ss, p.v_ss, acc, d, /*accumulate=*/j0 > 0);
 }
 
 // --8<-- [start:core]
 // One row of the score tile: s[0, visible) are the scores this row may see, s[visible, cols) are
-// future keys (causal). Updates the row's running max m and sum l, overwrites s with
-// p = exp(scale * s - m_new) (0 where hidden) and returns alpha = exp(m_old - m_new), the factor
-// by which what the row accumulated so far must shrink.
+// future keys (causal). Updates the row's running max m and sum l, writes
+// p = exp(scale * s - m_new) (0 where hidden; p may be s itself) and returns
+// alpha = exp(m_old - m_new), the factor by which what the row accumulated so far must shrink.
+// V: the vector type (one register) of this ISA's copy.
+template <typename V, typename T>
 ATTN_INLINE float online_softmax_row(
-    float* s, int64_t cols, int64_t visible, float scale, float& m, float& l) {
+    const float* s, T* p, int64_t cols, int64_t visible, float scale, float& m, float& l) {
+  constexpr int64_t W = kLanes<V>;
   if (visible <= 0) {  // the whole tile is in this row's future
-    std::fill(s, s + cols, 0.f);
+    std::fill(p, p + cols, T(0));
     return 1.f;
   }
-  // Pass 1: the row's max, 16 lanes at a time, then the tail one by one.
-  const int64_t vec_end = visible - visible % kLanes;
-  f32x16 vmax = splat(-kInf);
-  for (int64_t j = 0; j < vec_end; j += kLanes) {
-    const f32x16 x = load(s + j) * scale;
+  // Pass 1: the row's max, W lanes at a time, then the tail one by one.
+  const int64_t vec_end = visible - visible % W;
+  V vmax = splat<V>(-kInf);
+  for (int64_t j = 0; j < vec_end; j += W) {
+    const V x = load<V>(s + j) * scale;
     vmax = x > vmax ? x : vmax;
   }
   float row_max = hmax(vmax);
   for (int64_t j = vec_end; j < visible; ++j) row_max = std::max(row_max, s[j] * scale);
   const float m_new = std::max(m, row_max);
 
-  // Pass 2: p = exp(scale * s - m_new) in place, and the row's sum of them. Subtracting the max
-  // keeps exp <= 1, so nothing overflows.
-  const f32x16 vm = splat(m_new);
-  f32x16 vsum = splat(0.f);
-  for (int64_t j = 0; j < vec_end; j += kLanes) {
-    const f32x16 p = exp16(load(s + j) * scale - vm);
-    vsum += p;
-    store(s + j, p);
+  // Pass 2: p = exp(scale * s - m_new) = 2^(scale log2(e) s - m_new log2(e)), and the row's sum
+  // of them. Subtracting the max keeps exp <= 1, so nothing overflows.
+  const float scale2 = scale * kLog2e, m2 = m_new * kLog2e;
+  const V vm2 = splat<V>(m2);
+  V vsum = splat<V>(0.f);
+  for (int64_t j = 0; j < vec_end; j += W) {
+    const V e = exp2_lanes(load<V>(s + j) * scale2 - vm2);
+    vsum += e;
+    store(p + j, e);
   }
   float row_sum = hsum(vsum);
   for (int64_t j = vec_end; j < visible; ++j) {
-    s[j] = std::exp(s[j] * scale - m_new);
-    row_sum += s[j];
+    const float e = std::exp2(s[j] * scale2 - m2);
+    row_sum += e;
+    p[j] = T(e);
   }
-  std::fill(s + visible, s + cols, 0.f);  // hidden keys weigh nothing in P @ V
+  std::fill(p + visible, p + cols, T(0));  // hidden keys weigh nothing in P @ V
 
   const float alpha = std::exp(m - m_new);  // 0 on the first tile (m = -inf)
   m = m_new;
@@ -189,13 +322,15 @@ ATTN_INLINE float online_softmax_row(
 }
 
 // One Q tile of one head: rows [i0, i0 + kBlockQ) of the output.
-ATTN_MULTIVERSION void attend_tile(const Problem& p, int64_t bh, int64_t i0, Scratch& w) {
+template <typename V, typename T>
+ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratch<T>& w) {
   const int64_t d = p.head_dim, b = bh / p.heads, h = bh % p.heads;
-  const float* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_ss;
-  const float* k = p.k + b * p.k_sb + h * p.k_sh;
-  const float* v = p.v + b * p.v_sb + h * p.v_sh;
-  float* out = p.out + (bh * p.seq_q + i0) * d;
+  const T* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_ss;
+  const T* k = p.k + b * p.k_sb + h * p.k_sh;
+  const T* v = p.v + b * p.v_sb + h * p.v_sh;
+  T* out = p.out + (bh * p.seq_q + i0) * d;
   float *s = w.s.get(), *acc = w.acc.get(), *m = w.m.get(), *l = w.l.get();
+  T* probs = w.probabilities();
   const int64_t rows = std::min(kBlockQ, p.seq_q - i0);
   // Causal: query i sees keys j <= i, so this tile needs no key past its last row; the KV tiles
   // entirely above the diagonal are never visited.
@@ -206,21 +341,17 @@ ATTN_MULTIVERSION void attend_tile(const Problem& p, int64_t bh, int64_t i0, Scr
   for (int64_t j0 = 0; j0 < kv_end; j0 += kBlockKV) {
     const int64_t cols = std::min(kBlockKV, kv_end - j0);
 
-    // S = Q_tile @ K_tile^T: [rows, d] x [d, cols]. K_tile^T is a slice of the head's K^T, packed
-    // once per head by run(), or, for long heads, packed here.
-    const float* kt = w.kt.get() + j0;
-    int64_t ld_kt = p.seq_k;
-    if (!p.keep_kt) {
-      pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), cols);
-      kt = w.kt.get(), ld_kt = cols;
-    }
-    gemm(rows, cols, d, q, p.q_ss, kt, ld_kt, s, cols, /*accumulate=*/false);
+    // S = Q_tile @ K_tile^T: [rows, d] x [d, cols], from the head's K^T packed by run() (for
+    // long heads, the tile's K^T packed here).
+    tile_scores(p, w, q, k, rows, j0, cols, s);
 
     for (int64_t r = 0; r < rows; ++r) {
       // Keys this row may see in the tile: all of them, or those up to its own position.
       const int64_t visible = p.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-      // S row -> P row = exp(scale * S - new max), and the running max and sum updated.
-      const float alpha = online_softmax_row(s + r * cols, cols, visible, p.scale, m[r], l[r]);
+      // S row -> P row = exp(scale * S - new max), and the running max and sum updated. P is
+      // written to an even width: a padding column of zeros where cols is odd.
+      const float alpha = online_softmax_row<V>(s + r * kBlockKV, probs + r * kBlockKV,
+                                                round_up(cols, 2), visible, p.scale, m[r], l[r]);
       // A larger max means what was accumulated so far is too big by alpha: rescale it now.
       if (j0 > 0 && alpha != 1.f) {
         float* acc_row = acc + r * d;
@@ -229,45 +360,111 @@ ATTN_MULTIVERSION void attend_tile(const Problem& p, int64_t bh, int64_t i0, Scr
     }
 
     // acc += P @ V_tile: [rows, cols] x [cols, d]; the first KV tile overwrites acc.
-    gemm(rows, d, cols, s, cols, v + j0 * p.v_ss, p.v_ss, acc, d, /*accumulate=*/j0 > 0);
+    tile_accumulate(p, w, probs, v, rows, j0, cols, acc);
   }
 
   // Softmax denominator, applied once at the end instead of on every tile.
   for (int64_t r = 0; r < rows; ++r) {
     const float inv = 1.f / l[r];
-    for (int64_t c = 0; c < d; ++c) out[r * d + c] = acc[r * d + c] * inv;
+    for (int64_t c = 0; c < d; ++c) out[r * d + c] = T(acc[r * d + c] * inv);
   }
 }
 // --8<-- [end:core]
 
-void run(const Problem& p, int64_t batch_heads) {
+template <typename T>
+using TileKernel = void (*)(const Problem<T>&, int64_t, int64_t, Scratch<T>&);
+
+// The tile loop compiled for one vector ISA, with vectors one register wide. The helpers it calls
+// are force-inlined, so they are compiled for that ISA too.
+#define ATTN_TILE_FOR(name, isa, vector)                                              \
+  template <typename T>                                                               \
+  __attribute__((target(isa))) void name(const Problem<T>& p, int64_t bh, int64_t i0, \
+                                         Scratch<T>& w) {                             \
+    attend_tile<vector>(p, bh, i0, w);                                                \
+  }
+ATTN_TILE_FOR(attend_tile_baseline, "default", f32x4)
+#ifdef ATTN_X86_COPIES
+ATTN_TILE_FOR(attend_tile_avx2, "avx2,fma", f32x8)
+ATTN_TILE_FOR(attend_tile_avx512, "avx2,fma,avx512f,avx512bw,avx512dq,avx512vl", f32x16)
+#endif
+
+// The vector ISA torch runs its own CPU kernels with ("AVX512", "AVX2" or "DEFAULT" on x86-64),
+// decided once per process from the CPU and ATEN_CPU_CAPABILITY (which can only lower it).
+const std::string& torch_isa() {
+  static const std::string isa = at::get_cpu_capability();
+  return isa;
+}
+
+template <typename T>
+TileKernel<T> tile_kernel() {
+#ifdef ATTN_X86_COPIES
+  if (torch_isa() == "AVX512") return &attend_tile_avx512<T>;
+  if (torch_isa() == "AVX2") return &attend_tile_avx2<T>;
+#endif
+  return &attend_tile_baseline<T>;
+}
+
+template <typename T>
+void run(const Problem<T>& p, int64_t batch_heads) {
   const int64_t tiles = (p.seq_q + kBlockQ - 1) / kBlockQ;
+  const TileKernel<T> attend = tile_kernel<T>();
   at::parallel_for(0, batch_heads * tiles, 1, [&](int64_t begin, int64_t end) {
-    Scratch w(p.head_dim, p.keep_kt ? p.seq_k : kBlockKV);
+    Scratch<T> w(p);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bh = item / tiles, t = item % tiles;
       // Causal tiles lower down cost more. Visiting them as 0, n-1, 1, n-2, ... keeps the
       // contiguous chunks at::parallel_for hands each thread about equally heavy.
       const int64_t tile = p.causal ? (t % 2 == 0 ? t / 2 : tiles - 1 - t / 2) : t;
-      if (p.keep_kt && w.kt_head != bh) {
-        const float* k = p.k + (bh / p.heads) * p.k_sb + (bh % p.heads) * p.k_sh;
-        pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.seq_k);
-        w.kt_head = bh;
+      if (p.keep_kt && w.head != bh) {  // a new head: its K^T (and V) packed once for its tiles
+        const int64_t b = bh / p.heads, h = bh % p.heads;
+        const T* k = p.k + b * p.k_sb + h * p.k_sh;
+        if (p.layout == HeadLayout::kVnni) {
+          pack_head_vnni(p, k, p.v + b * p.v_sb + h * p.v_sh, w);
+        } else {
+          pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.seq_k, p.seq_k);
+        }
+        w.head = bh;
       }
-      attend_tile(p, bh, tile * kBlockQ, w);
+      attend(p, bh, tile * kBlockQ, w);
     }
+    // AMX keeps its tile configuration per thread until released.
+    if (p.layout == HeadLayout::kVnni) at::native::cpublas::brgemm_release();
   });
 }
 
-// fp32 with unit-stride rows that BLAS can read: bf16 is widened once (the kernel accumulates in
-// fp32 anyway); views such as transposes keep their strides, odd layouts are copied.
-at::Tensor as_fp32_rows(const at::Tensor& t) {
-  at::Tensor f = t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
-  const bool rows_ok = (f.stride(3) == 1 || f.size(3) == 1) && f.stride(2) >= f.size(3);
-  return rows_ok ? f : f.contiguous();
+// Unit-stride rows that BLAS can read: views such as transposes keep their strides, odd layouts
+// are copied.
+at::Tensor with_unit_rows(const at::Tensor& t) {
+  const bool rows_ok = (t.stride(3) == 1 || t.size(3) == 1) && t.stride(2) >= t.size(3);
+  return rows_ok ? t : t.contiguous();
+}
+
+template <typename T>
+void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& out,
+             bool is_causal, double scale) {
+  const int64_t seq_k = k.size(2), d = q.size(3);
+  Problem<T> p{
+      q.const_data_ptr<T>(), k.const_data_ptr<T>(), v.const_data_ptr<T>(), out.data_ptr<T>(),
+      q.size(1), q.size(2), seq_k, d,
+      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+      v.stride(0), v.stride(1), v.stride(2), static_cast<float>(scale), is_causal,
+      /*keep_kt=*/seq_k * d <= kMaxKeptKt, HeadLayout::kPlain};
+  // AMX for bf16 where cpublas can pack for it, on heads whose packed K and V are kept whole.
+  if (std::is_same_v<T, c10::BFloat16> && d % kPackN == 0 && p.keep_kt &&
+      at::native::cpublas::could_pack(at::kBFloat16)) {
+    p.layout = HeadLayout::kVnni;
+  }
+  run(p, q.size(0) * q.size(1));
 }
 
 }  // namespace
+
+std::string cpu_isa() {
+#ifdef ATTN_X86_COPIES
+  if (torch_isa() == "AVX512" || torch_isa() == "AVX2") return torch_isa();
+#endif
+  return "DEFAULT";
+}
 
 at::Tensor flash_attention_forward_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale) {
@@ -295,19 +492,16 @@ at::Tensor flash_attention_forward_cpu(
       d >= 1 && d <= kMaxHeadDim, "head_dim ", d, " is not supported; use 1 to ", kMaxHeadDim);
   TORCH_CHECK_VALUE(seq_k >= 1, "k and v need at least one key; got seq_k ", seq_k);
 
-  const at::Tensor qf = as_fp32_rows(q), kf = as_fp32_rows(k), vf = as_fp32_rows(v);
   // empty_cpu allocates without going through the dispatcher: the profiler shows our op alone.
-  at::Tensor out(at::detail::empty_cpu({batch, heads, seq_q, d}, at::kFloat));
-  if (out.numel() == 0) return out.to(q.scalar_type());
-
-  const Problem p{
-      qf.const_data_ptr<float>(), kf.const_data_ptr<float>(), vf.const_data_ptr<float>(),
-      out.data_ptr<float>(), heads, seq_q, seq_k, d,
-      qf.stride(0), qf.stride(1), qf.stride(2), kf.stride(0), kf.stride(1), kf.stride(2),
-      vf.stride(0), vf.stride(1), vf.stride(2), static_cast<float>(scale), is_causal,
-      /*keep_kt=*/seq_k * d <= kMaxKeptKt};
-  run(p, batch * heads);
-  return q.scalar_type() == at::kFloat ? out : out.to(q.scalar_type());
+  at::Tensor out(at::detail::empty_cpu({batch, heads, seq_q, d}, q.scalar_type()));
+  if (out.numel() == 0) return out;
+  const at::Tensor qr = with_unit_rows(q), kr = with_unit_rows(k), vr = with_unit_rows(v);
+  if (q.scalar_type() == at::kFloat) {
+    forward<float>(qr, kr, vr, out, is_causal, scale);
+  } else {
+    forward<c10::BFloat16>(qr, kr, vr, out, is_causal, scale);
+  }
+  return out;
 }
 
 }  // namespace attn

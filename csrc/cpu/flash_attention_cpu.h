@@ -3,6 +3,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
 namespace attn {
 
 // The largest head_dim the op accepts (the CUDA kernel shares the limit).
@@ -12,5 +14,10 @@ constexpr int64_t kMaxHeadDim = 256;
 // SDPA (query i sees keys j <= i, top-left aligned). Output has q's shape and dtype.
 at::Tensor flash_attention_forward_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale);
+
+// The vector ISA the CPU kernel's softmax runs with: "AVX512", "AVX2" or "DEFAULT", named as
+// torch.backends.cpu.get_cpu_capability() names the one torch's kernels run with. The two agree on
+// x86-64 builds made with GCC; elsewhere ours is the baseline, "DEFAULT".
+std::string cpu_isa();
 
 }  // namespace attn

@@ -473,19 +473,30 @@ def decoding_table(rows: list[dict]) -> str:
 
 
 def benchmark_table(rows: list[dict]) -> str:
-    """Each custom kernel's time as a multiple of the baseline's, measured in the same run."""
+    """On a CPU, the vector ISA the run used; then each custom kernel's time as a multiple of the
+    baseline's, measured in the same run."""
     mine = [r for r in rows if "ratio_to_flash" in r]
     sizes = sorted({f"{r.get('batch', '?')} × {r.get('heads', '?')}" for r in mine})
-    lines = [
+    isas = sorted({r["cpu_capability"] for r in rows if r.get("cpu_capability")})
+    lines = []
+    if isas:  # a CPU run (GPU runs, and CPU runs made before it was recorded, leave it out)
+        ours = ", ".join(f"`{n}`" for n in dict.fromkeys(r["variant"] for r in mine))
+        lines += [
+            f"Vector ISA of this run: {', '.join(isas)} (`torch.backends.cpu.get_cpu_capability()`)."
+            f" Torch's CPU kernels ran that ISA's code, and so did {ours or 'our kernel'}: it"
+            " carries a copy of its vector code per ISA and runs the one torch runs.",
+            "",
+        ]
+    lines += [
         f"Batch × heads: {', '.join(sizes)}. TFLOP/s of every row: in the data below.",
         "",
-        f"| variant | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |",
-        "|---|--:|--:|---|--:|--:|",
+        f"| variant | dtype | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |",
+        "|---|---|--:|--:|---|--:|--:|",
     ]
     for r in mine:
         causal = "yes" if r["is_causal"] else "no"
-        cells = [f"`{r['variant']}`", r["seq"], r["head_dim"], causal, time_text(r["time_us"])]
-        lines.append(_row([*cells, f"{r['ratio_to_flash']:.2f}"]))
+        cells = [f"`{r['variant']}`", r.get("dtype", "?"), r["seq"], r["head_dim"], causal]
+        lines.append(_row([*cells, time_text(r["time_us"]), f"{r['ratio_to_flash']:.2f}"]))
     return "\n".join(lines)
 
 
