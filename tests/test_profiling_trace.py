@@ -125,6 +125,18 @@ def test_depths_follow_nesting(cuda_trace):
     assert [e.name for e in top_level(fwd)][:2] == ["aten::matmul", "aten::mul"]
 
 
+def test_parents_and_launchers_follow_nesting_and_correlation(cuda_trace):
+    table = Trace(cuda_trace)
+    copy = table.name.index("aten::copy_")
+    assert [table.name[r] for r in table.ancestors(copy)] == [
+        "aten::clone", "aten::masked_fill", "attn_fwd", "ProfilerStep#2",
+    ]  # fmt: skip
+    memcpy = table.name.index("Memcpy DtoD (Device -> Device)")
+    assert table.parent[memcpy] == -1  # device work sits on no CPU thread
+    assert table.name[table.launcher(memcpy)] == "cudaMemcpyAsync"
+    assert copy in table.thread_rows(copy)
+
+
 def test_trace_without_forward_is_an_error():
     with pytest.raises(ValueError, match="attn_fwd"):
         per_forward({"traceEvents": []})

@@ -16,6 +16,7 @@ import gzip
 import json
 import re
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -157,11 +158,47 @@ class Trace:
         return {int(t): host[self.thread[host] == t] for t in np.unique(self.thread[host])}
 
     @functools.cached_property
+    def parent(self) -> np.ndarray:
+        """Row of each host event's innermost enclosing event on its thread (-1: none, and for
+        device work). Rows come in start order with parents first, so one stack per thread does."""
+        parent = np.full(len(self.name), -1, dtype=np.int64)
+        end = self.end.tolist()
+        for rows in self._by_thread.values():
+            stack: list[int] = []
+            for i in rows.tolist():
+                while stack and end[stack[-1]] + _EPS_US < end[i]:
+                    stack.pop()
+                if stack:
+                    parent[i] = stack[-1]
+                stack.append(i)
+        return parent
+
+    def ancestors(self, row: int) -> Iterator[int]:
+        """The rows enclosing `row`, innermost first."""
+        row = int(self.parent[row])
+        while row >= 0:
+            yield row
+            row = int(self.parent[row])
+
+    def thread_rows(self, row: int) -> np.ndarray:
+        """The host rows of `row`'s thread, in start order."""
+        return self._by_thread[int(self.thread[row])]
+
+    @functools.cached_property
     def _device_by_correlation(self) -> tuple[np.ndarray, np.ndarray]:
         """Device rows sorted by correlation id, and those ids: a launch's work by binary search."""
         rows = np.flatnonzero(self.is_device & (self.correlation >= 0))
         rows = rows[np.argsort(self.correlation[rows], kind="stable")]
         return rows, self.correlation[rows]
+
+    @functools.cached_property
+    def _runtime_by_correlation(self) -> dict[int, int]:
+        rows = np.flatnonzero(self.is_runtime & (self.correlation >= 0))
+        return dict(zip(self.correlation[rows].tolist(), rows.tolist(), strict=True))
+
+    def launcher(self, device_row: int) -> int | None:
+        """The runtime call that launched this device work (same correlation id), if recorded."""
+        return self._runtime_by_correlation.get(int(self.correlation[device_row]))
 
     def launched_by(self, runtime_rows: np.ndarray) -> np.ndarray:
         """The device rows (in start order) launched by these runtime calls, via correlation."""
