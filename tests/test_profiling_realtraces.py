@@ -30,6 +30,10 @@ CASES = [
     ("kineto-tbplugin-volta-resnet50-torch18-oldformat", None, "ProfilerStep#", True),
     ("hta-a100-ddp-no-record-shapes", None, "ProfilerStep#", True),
     ("hta-a100-ddp-no-record-shapes", "## forward ##", "## forward ##", False),
+    ("tracelens-h100-qwen1.5-sdpa-flash", None, "ProfilerStep#", True),
+    ("tracelens-mi300x-sglang-decode-graph", "step[DECODE bs=32]", "step[DECODE bs=32]", False),
+    ("tracelens-mi300-vllm-decode-graph", "execute_32_*", "execute_32_", True),
+    ("tracelens-mi300x-compiled-sdpa", "Torch-Compiled Region*", "Torch-Compiled Region", True),
 ]
 
 
