@@ -68,6 +68,14 @@ from attn.profiling.checks import (
     slower_than,
     top_level_ops,
 )
+from attn.profiling.patterns import (
+    CUDNN_KERNEL,
+    CUTLASS_KERNEL,
+    FLASH_KERNEL,
+    FLEX_KERNEL,
+    OUR_CUDA_KERNEL,
+    OUR_TRITON_KERNEL,
+)
 from attn.registry import (
     DecodeVariant,
     GeneratedVariant,
@@ -102,6 +110,7 @@ class Spec:
     holds_scores: bool = False  # materialises the [batch, heads, seq, seq] scores
     inputs: str = "square"  # "square": q, k, v alike; "decode": new tokens against a GQA KV cache
     trains: bool = False  # profiled as a training step: attn_fwd, a loss, attn_bwd
+    teaches: tuple[str, ...] = ()  # the diagnose findings whose fix its chapter shows
 
     @property
     def trace_claims(self) -> list[Claim]:
@@ -134,7 +143,7 @@ FIRST_CALL = Claim(  # every compiled and Flex variant's
 TEMPLATE_KERNEL = Claim(  # both Flex variants'
     "gpu-one-template-kernel", "cuda",
     "On a GPU, one generated Triton template kernel (triton_tem_) per forward.",
-    one_kernel_matching(r"^triton_tem_"),
+    one_kernel_matching(FLEX_KERNEL),
 )  # fmt: skip
 FLEX = ("examples/flex_attention.py",), ("attn/flex.py",)
 
@@ -173,8 +182,6 @@ def keeps_row_statistic(key: str, device_type: str, what: str) -> Claim:
         keeps(ROW_STATISTIC, lacks=(SCORE_SIZED,)))  # fmt: skip
 
 
-# Kernel families are matched on the start of the (demangled) name, so that no other kernel that
-# merely contains the word (vLLM's reshape_and_cache_flash_kernel, cuDNN's flash_fprop) counts.
 # fmt: off
 SPECS: tuple[Spec, ...] = (
     Spec(
@@ -272,6 +279,7 @@ SPECS: tuple[Spec, ...] = (
                 peak_in_score_matrices(2)),
         ),
         diff_with=("sdpa_math",), sweeps=("scaling", "benchmark"), holds_scores=True,
+        teaches=("out_of_place_masked_fill",),
     ),
     sdpa(
         "math", "SDPA: math backend",
@@ -303,6 +311,7 @@ SPECS: tuple[Spec, ...] = (
                 slower_than("inplace")),
         ),
         diff_with=("sdpa_flash",), sweeps=("scaling", "benchmark"), holds_scores=True,
+        teaches=("math_fallback", "fp32_attention_on_gpu"),
     ),
     sdpa(
         "efficient", "SDPA: memory-efficient backend",
@@ -310,7 +319,7 @@ SPECS: tuple[Spec, ...] = (
         claims=(
             Claim("gpu-one-cutlass-kernel", "cuda",
                 "One fused fmha_cutlassF kernel per forward.",
-                one_kernel_matching(r"^(void )?fmha_cutlassF")),
+                one_kernel_matching(CUTLASS_KERNEL)),
         ),
         sweeps=("scaling", "benchmark"),
     ),
@@ -328,9 +337,9 @@ SPECS: tuple[Spec, ...] = (
                 peak_in_score_matrices(0), at_scale=True),
             Claim("gpu-one-flash-kernel", "cuda",
                 "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
-                one_kernel_matching(r"^(void )?pytorch_flash::flash_fwd\w*kernel")),
+                one_kernel_matching(FLASH_KERNEL)),
         ),
-        sweeps=("scaling", "benchmark"),
+        sweeps=("scaling", "benchmark"), teaches=("eager_attention",),
     ),
     sdpa(
         "cudnn", "SDPA: cuDNN backend",
@@ -340,7 +349,7 @@ SPECS: tuple[Spec, ...] = (
                 "One cudnn_generated kernel per forward, launched with cuLaunchKernelEx, and no "
                 "aten::transpose.",
                 both(
-                    one_kernel_matching(r"^(void )?cudnn_generated"),
+                    one_kernel_matching(CUDNN_KERNEL),
                     launched_with("cuLaunchKernelEx"),
                     absent("aten::transpose"),
                 )),
@@ -382,7 +391,7 @@ SPECS: tuple[Spec, ...] = (
         claims=(
             Claim("gpu-one-kernel", "cuda",
                 "One kernel per forward: our flash_fwd_kernel.",
-                one_kernel_matching(r"^(void )?(attn::)?flash_fwd_kernel\b")),
+                one_kernel_matching(OUR_CUDA_KERNEL)),
             BenchmarkClaim("gpu-within-2x-of-flash", "cuda",
                 "custom_cuda stays within 2× of sdpa_flash's time at every shape benchmarked.",
                 ratio_to_baseline_below(2.0)),
@@ -398,7 +407,7 @@ SPECS: tuple[Spec, ...] = (
         claims=(
             Claim("gpu-one-kernel", "cuda",
                 "One kernel per forward: the Triton _attn_fwd.",
-                one_kernel_matching(r"^_attn_fwd\b")),
+                one_kernel_matching(OUR_TRITON_KERNEL)),
             BenchmarkClaim("gpu-within-2x-of-flash", "cuda",
                 "custom_triton stays within 2× of sdpa_flash's time at every shape benchmarked.",
                 ratio_to_baseline_below(2.0)),
@@ -520,7 +529,7 @@ SPECS: tuple[Spec, ...] = (
                 "No copy kernel and no Memcpy: the attention kernels read K and V where they are.",
                 both(copy_kernels(0), memcpys("DtoD", 0))),
         ),
-        sweeps=("decoding",), inputs="decode",
+        sweeps=("decoding",), inputs="decode", teaches=("repeat_kv",),
     ),
     train(
         "naive", "Training: naive attention",
@@ -684,6 +693,11 @@ def in_sweep(sweep: str) -> list[str]:
 def diff_pairs() -> list[tuple[str, str]]:
     """(before, after) of every diff the chapters show."""
     return [(s.name, other) for s in SPECS for other in s.diff_with]
+
+
+def chapter_teaching(finding: str) -> str | None:
+    """The chapter of the variant whose spec says it teaches the fix for a diagnose finding."""
+    return next((s.chapter for s in SPECS if finding in s.teaches), None)
 
 
 def claim(variant: str, key: str) -> Claim | None:

@@ -1,0 +1,104 @@
+"""Attention by name: the one table of op and kernel names that say which implementation ran.
+
+`diagnose` and the specs' kernel claims read it. A row's pattern is searched in an event's name: a
+CPU op (SDPA's backend ops, custom ops), a kernel Inductor generated (named on the CPU side too),
+or a GPU kernel. The first row that matches wins, so rows that only look like attention (a KV-cache
+write, a backward kernel) come before the broad ones. A GPU kernel that matches no row but whose
+name mentions attention is reported as unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+
+sdpa = "sdpa_{}".format  # SDPA's implementations are named after its backends: sdpa_flash, ...
+
+# Kernel families are matched on the start of the (demangled) name, so that no other kernel that
+# merely contains the word (vLLM's reshape_and_cache_flash_kernel, cuDNN's flash_fprop) counts.
+FLASH_KERNEL = r"^(void )?pytorch_flash::flash_fwd\w*kernel"
+CUTLASS_KERNEL = r"^(void )?fmha_cutlassF"
+CUDNN_KERNEL = r"^(void )?cudnn_generated\w*sdpa"
+FLEX_KERNEL = r"^triton_tem_fused(\w*_flex_\w+|_\d+)$"  # Inductor's template; older names no origin
+FLEX_CPU_KERNEL = r"^graph_\d+_kernel$"  # the same template in C++, on a CPU
+OUR_CUDA_KERNEL = r"^(void )?(attn::)?flash_fwd_kernel\b"
+OUR_TRITON_KERNEL = r"^_attn_fwd\b"
+# Inductor's generated code, and the ranges it runs in: a call inside them was compiled.
+GENERATED = r"^(graph_\d+_)?(cpp|triton)_\w+|" + FLEX_CPU_KERNEL
+COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph)"
+# The eager pattern: a product, a softmax, a product. Generated softmaxes count (compiled eager).
+MATMUL_OPS = ("aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm", "aten::einsum")
+SOFTMAX = r"^aten::(_safe_)?_?softmax$|^(graph_\d+_)?(cpp|triton)_\w*fused_\w*(?<!log)_softmax"
+REPEAT_OPS = ("aten::repeat_interleave", "aten::repeat")
+# A device synchronize: the CPU waits for the GPU (cudaStreamWaitEvent is GPU-side, not this).
+SYNCHRONIZE = r"(cuda|hip)\w*Synchronize"
+ATTENTION_WORDS = r"(?i)attn|attention|fmha|flash|sdpa|paged|\bmha"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    pattern: str
+    implementation: str | None  # None: not attention, though the name may say so
+    what: str  # the family, in words
+    helper: bool = False  # finishes a call another kernel started (a split-KV reduce)
+
+
+# fmt: off
+ROWS: tuple[Row, ...] = (
+    # SDPA's backend ops say which backend ran, on any device.
+    Row(r"^aten::_scaled_dot_product_flash_attention(_for_cpu)?$", sdpa("flash"), "SDPA's flash backend"),
+    Row(r"^aten::_scaled_dot_product_efficient_attention$", sdpa("efficient"), "SDPA's memory-efficient backend"),
+    Row(r"^aten::_scaled_dot_product_cudnn_attention$", sdpa("cudnn"), "SDPA's cuDNN backend"),
+    Row(r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", sdpa("math"), "SDPA's math backend"),
+    # Names that mention attention but are not a forward of it.
+    Row(r"(?i)backward|_bwd|cutlassB|reshape_and_cache|store_kvcache|concat_and_cache|kv_indices"
+        r"|rotary|rope", None, "a backward kernel, a KV-cache write or a position encoding"),
+    # SDPA's kernels.
+    Row(r"^(void )?pytorch_flash::flash_fwd_splitkv_combine", sdpa("flash"), "FlashAttention-2 in PyTorch, split-KV combine", helper=True),
+    Row(FLASH_KERNEL, sdpa("flash"), "FlashAttention-2 as built into PyTorch"),
+    Row(CUTLASS_KERNEL, sdpa("efficient"), "xformers' fused CUTLASS kernel"),
+    Row(CUDNN_KERNEL, sdpa("cudnn"), "a kernel cuDNN generated for SDPA"),
+    Row(r"^attn_fwd$", sdpa("flash"), "AOTriton's kernel: SDPA's flash backend on ROCm"),
+    # FlexAttention, compiled by Inductor.
+    Row(FLEX_KERNEL, "flex", "FlexAttention's Triton template kernel"),
+    Row(FLEX_CPU_KERNEL, "flex", "FlexAttention's C++ template kernel"),
+    # This project's own ops and kernels.
+    Row(r"^attn::", "custom", "this project's custom op"),
+    Row(OUR_CUDA_KERNEL, "custom", "this project's CUDA kernel"),
+    Row(OUR_TRITON_KERNEL, "custom", "this project's Triton kernel"),
+    # Serving engines: paged KV caches, decode kernels (vLLM, SGLang, FlashInfer, AMD's).
+    Row(r"^(void )?(vllm::)?paged_attention_v2_reduce", "paged", "vLLM's paged attention, its reduce", helper=True),
+    Row(r"^(void )?(vllm::)?paged_attention_v[12]_kernel", "paged", "vLLM's paged attention"),
+    Row(r"^(void )?paged_attention_ll4mi_reduce", "paged", "vLLM's ROCm paged attention, its reduce", helper=True),
+    Row(r"^(void )?paged_attention_ll4mi_QKV", "paged", "vLLM's ROCm paged attention (AMD)"),
+    Row(r"^kernel_unified_attention_[23]d$", "paged", "vLLM's Triton unified attention"),
+    Row(r"^reduce_segments$", "paged", "vLLM's Triton unified attention, its reduce", helper=True),
+    Row(r"^_fwd_kernel_stage2$", "paged", "Triton decode attention, its reduce", helper=True),
+    Row(r"^_fwd_(grouped_)?kernel_stage1$", "paged", "Triton decode attention (SGLang, vLLM)"),
+    Row(r"MergeStates", "paged", "FlashInfer merging split-KV partial results", helper=True),
+    Row(r"(Batch|Single)(Decode|Prefill)With\w*KVCache", "paged", "FlashInfer's attention"),
+    Row(r"^fmhaSm\d+\w*PagedKv", "paged", "TensorRT-LLM's paged attention (through FlashInfer)"),
+    Row(r"PagedKVCache", "paged", "a paged-KV attention kernel (AMD's composable kernel)"),
+    Row(r"^(vllm|sglang\w*)::\w*attention", "paged", "a serving engine's attention op"),
+    # FlashAttention's own package, and anyone else's attention op.
+    Row(r"^(void )?flash::flash_fwd_splitkv_combine", "custom", "the flash-attn package, split-KV combine", helper=True),
+    Row(r"^(void )?flash::|FlashAttnFwdSm\d+", "custom", "the flash-attn package's kernels"),
+    Row(r"^(?!aten::)\w+::\w*(attention|attn)", "custom", "a custom op"),
+)
+# fmt: on
+
+
+@functools.cache
+def _compiled() -> list[tuple[re.Pattern, Row]]:
+    return [(re.compile(r.pattern), r) for r in ROWS]
+
+
+@functools.cache
+def row_for(name: str) -> Row | None:
+    """The first row whose pattern is found in `name`, or None."""
+    return next((row for pattern, row in _compiled() if pattern.search(name)), None)
+
+
+def matches(pattern: str, name: str) -> bool:
+    return re.search(pattern, name) is not None
