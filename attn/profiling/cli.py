@@ -4,6 +4,7 @@ run      [--variants NAME...] [shape flags]      profile variants here into OUT/
 example  [VARIANT...] [shape flags]              run variants' examples, analyse their traces
 analyze  TRACE... [--range NAME] [--variant NAME] --out DIR
                                                  any Kineto trace -> summary, tables, timeline
+diagnose TRACE [--json OUT]                      find the attention in any trace, and what to fix
 recheck  [ROOT] [--check]                        re-evaluate claims on committed traces
 """
 
@@ -23,8 +24,9 @@ from rich.table import Table
 
 import attn
 from attn import specs
-from attn.profiling import layout
+from attn.profiling import diagnose, layout
 from attn.profiling.analyze import device_name_of, recheck, write_artifacts
+from attn.profiling.atomic import write_json
 from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
 from attn.profiling.diff import main as diff_main
 from attn.profiling.flags import device, out_folder, positive, variant_name
@@ -168,6 +170,15 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a file."""
+    result = diagnose.diagnose(read_trace(args.trace))
+    if args.json is not None:
+        write_json(args.json, result)
+    diagnose.report(result, Console())
+    return 0
+
+
 def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
     changed = recheck(args.root, write=not args.check)
     for row in changed:
@@ -223,6 +234,12 @@ def parser() -> argparse.ArgumentParser:
         "args", nargs=argparse.REMAINDER, help="A B [--out FILE] [--range NAME] [--all]"
     )
 
+    dg_p = sub.add_parser(
+        "diagnose", help="find the attention in any trace: its implementation and what to fix"
+    )
+    dg_p.add_argument("trace", type=Path, metavar="TRACE")
+    dg_p.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
+
     re_p = sub.add_parser("recheck", help="re-evaluate claims against committed traces")
     re_p.add_argument("root", nargs="?", type=Path, default=Path("profiles"))
     re_p.add_argument(
@@ -261,6 +278,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return cmd_analyze(args, console)
         if args.command == "diff":
             return diff_main(args.args)
+        if args.command == "diagnose":
+            return cmd_diagnose(args)
         return cmd_recheck(args, console)
     except (ProfilingError, TraceFormatError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width
