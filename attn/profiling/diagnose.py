@@ -387,16 +387,9 @@ def report(result: dict, console: Console) -> None:
     if not result["attention"]:
         console.print("No attention found in this trace.")
     else:
-        table = Table(title="Attention")
-        for header in (
-            "implementation",
-            "compiled",
-            "where",
-            "calls",
-            "kernels/call",
-            "device/call",
-        ):
-            table.add_column(header, overflow="fold", no_wrap=header == "implementation")
+        table = Table(title="Attention", caption="kernels and device time: per call")
+        for header in ("implementation", "compiled", "where", "calls", "kernels", "device time"):
+            table.add_column(header, overflow="fold", no_wrap=header != "where")
         for r in result["attention"]:
             table.add_row(
                 r["implementation"],
