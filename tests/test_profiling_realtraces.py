@@ -4,6 +4,7 @@ Every count the analyser reports per range is compared with tests/realtrace_coun
 counter written straight from the raw JSON that shares no code with attn.profiling.
 """
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -56,6 +57,15 @@ def test_every_real_trace_keeps_its_source_and_license():
         source = (folder / "SOURCE.txt").read_text()
         assert "license:" in source and "repository:" in source, folder
         assert (folder / "LICENSE").read_text().strip(), folder
+
+
+def test_every_real_trace_is_small_and_carries_no_environment_block():
+    """Under 5 MB each, and no harness block of environment variables (some held tokens)."""
+    for folder in REAL.iterdir():
+        path = trace_file(folder.name)
+        assert path.stat().st_size < 5 * 2**20, path
+        text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        assert b"_TOKEN" not in text and b'"metadata":' not in text, path
 
 
 @pytest.mark.parametrize(("folder", "range_name", "count_name", "prefix"), CASES)
