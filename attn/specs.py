@@ -34,12 +34,14 @@ from attn.profiling.checks import (
     BenchmarkClaim,
     Claim,
     absent,
+    attention_share,
     backward_over_forward,
     both,
     compile_costs_forwards,
     copies_of_scores_and_scalar,
     copy_kernels,
     costs_more,
+    diagnosed,
     frees_a_score_matrix,
     generated_kernel,
     in_backward,
@@ -47,14 +49,17 @@ from attn.profiling.checks import (
     keeps_times,
     kernel_count,
     kernel_matching,
+    kernels_launched_under,
     launched_with,
     longest_gaps,
+    longest_kernel,
     memcpys,
     never_on_scores,
     on_scores,
     one_kernel_matching,
     only_scalar_copies,
     only_under,
+    op_chain,
     op_under,
     ops_per_forward,
     peak_holds_the_copies,
@@ -662,6 +667,90 @@ SPECS: tuple[Spec, ...] = (
     ),
 )
 # fmt: on
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicTrace:
+    """A GPU trace recorded by others, kept as test data in tests/fixtures/realtraces/<folder>
+    (SOURCE.txt and LICENSE beside it), that a chapter shows with what diagnose finds in it."""
+
+    folder: str
+    chapter: str
+    select: str  # the kernel its screenshot selects in the one attention call it shows (a regex)
+    claims: tuple[Claim, ...]
+
+
+# fmt: off
+PUBLIC: tuple[PublicTrace, ...] = (
+    PublicTrace(
+        "tracelens-h100-timesformer-eager-softmax", "naive.md",
+        r"(?i)softmax",
+        claims=(
+            Claim("eager", "cuda",
+                "diagnose finds eager attention in every TimesformerSelfAttention: a product, a "
+                "softmax and a product, and no SDPA op.",
+                diagnosed("eager", where="TimesformerSelfAttention")),
+            Claim("softmax-longest", "cuda",
+                "In the attention call with the most device time, the longest kernel is the "
+                "softmax, not a matrix product: it reads and writes the whole score matrix.",
+                longest_kernel(r"(?i)softmax")),
+            Claim("most-of-the-step", "cuda",
+                "Eager attention takes most of the step's kernel time.",
+                attention_share(0.5, 1.0)),
+        ),
+    ),
+    PublicTrace(
+        "tracelens-h100-bert-small-sdpa-flash", "sdpa.md",
+        FLASH_KERNEL,
+        claims=(
+            Claim("flash-one-kernel", "cuda",
+                "diagnose finds SDPA's flash backend in every BertSdpaSelfAttention, one kernel "
+                "per call.",
+                diagnosed("sdpa_flash", where="BertSdpaSelfAttention", kernels_per_call=1)),
+            Claim("op-chain", "cuda",
+                "On the CPU side each call is aten::scaled_dot_product_attention → "
+                "aten::_scaled_dot_product_flash_attention → aten::_flash_attention_forward, which "
+                "launches the kernel.",
+                op_chain("aten::scaled_dot_product_attention",
+                         "aten::_scaled_dot_product_flash_attention",
+                         "aten::_flash_attention_forward")),
+        ),
+    ),
+    PublicTrace(
+        "tracelens-mi300x-compiled-sdpa", "compiled-and-flex.md",
+        r"^attn_fwd$",
+        claims=(
+            Claim("compiled-sdpa", "cuda",
+                "Inside the compiled region Inductor calls SDPA's flash op, one kernel per call "
+                "(AOTriton's attn_fwd on this GPU).",
+                diagnosed("sdpa_flash", where="top level", compiled=True,
+                          kernels_per_call=1)),
+            Claim("generated-or-library", "cuda",
+                "Every other kernel is a Triton kernel Inductor generated (triton_) or the GEMM of "
+                "an aten::mm.",
+                kernels_launched_under(r"^triton_", r"^aten::mm$", r"^aten::_scaled_dot_product")),
+        ),
+    ),
+    PublicTrace(
+        "tracelens-mi300x-sglang-decode-graph", "decoding.md",
+        r"^(void )?paged_attention_ll4mi_QKV",
+        claims=(
+            Claim("paged-graph-replay", "cuda",
+                "diagnose finds paged attention replayed from a CUDA graph, with no CPU op around "
+                "it: two kernels per call, the attention over the cache's partitions and a reduce "
+                "that merges them.",
+                diagnosed("paged", where="graph replay", kernels_per_call=2)),
+            Claim("under-half", "cuda",
+                "Attention takes under half of the decode step's kernel time.",
+                attention_share(0.0, 0.5)),
+        ),
+    ),
+)
+# fmt: on
+
+
+def public(folder: str) -> PublicTrace | None:
+    return next((p for p in PUBLIC if p.folder == folder), None)
 
 
 @functools.cache

@@ -18,11 +18,13 @@ from attn.profiling.backward import as_forward
 from attn.profiling.trace import (
     BACKWARD_RANGE,
     CPU_DEVICE_TYPE,
+    KERNEL,
     Forward,
+    Trace,
     memory_events,
     top_level,
 )
-from attn.profiling.units import bytes_text, time_text
+from attn.profiling.units import bytes_text, count_text, time_text
 
 
 @dataclasses.dataclass
@@ -775,6 +777,116 @@ def keeps_times(factor: float, other: str, from_seq: int) -> Check:
             return None, f"no length from {from_seq} on has both {ev.variant} and {other}"
         shown = ", ".join(f"{x:.1f}× at seq {seq}" for seq, x in ratios)
         return min(x for _, x in ratios) >= factor, f"{ev.variant} ÷ {other}: {shown}"
+
+    return check
+
+
+# --- claims about a GPU trace recorded by others, and what diagnose found in it ----------------
+
+
+@dataclasses.dataclass
+class PublicEvidence:
+    """What a claim about someone else's trace may look at: diagnose's report, its calls (each with
+    the device rows it launched), and the trace."""
+
+    diagnosis: dict
+    calls: list
+    trace: Trace
+
+
+def diagnosed(
+    implementation: str,
+    *,
+    where: str,
+    compiled: bool = False,
+    kernels_per_call: float | None = None,
+) -> Check:
+    """Every attention diagnose found is this implementation, in a place matching `where` (and
+    with this many kernels per call, if given)."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        rows = ev.diagnosis["attention"]
+        holds = bool(rows) and all(
+            (r["implementation"], r["compiled"]) == (implementation, compiled)
+            and re.search(where, r["where"])
+            and kernels_per_call in (None, r["kernels_per_call"])
+            for r in rows
+        )
+        seen = "; ".join(
+            f"{r['implementation']}{' (compiled)' if r['compiled'] else ''} in {r['where']}: "
+            f"{r['calls']} call(s), {count_text(r['kernels_per_call'] or 0)} kernel(s) per call"
+            for r in rows
+        )
+        return holds, seen or "no attention found"
+
+    return check
+
+
+def op_chain(*names: str) -> Check:
+    """An event named names[-1] whose parents are the others, innermost last."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        t = ev.trace
+        outer = list(reversed(names[:-1]))
+        for i in (i for i, n in enumerate(t.name) if n == names[-1]):
+            if [t.name[a] for a in t.ancestors(i)][: len(outer)] == outer:
+                return True, " → ".join(names)
+        return False, f"no {names[-1]} directly under {' under '.join(outer)}"
+
+    return check
+
+
+def _kernel_time(trace: Trace, rows) -> float:
+    return float(sum(trace.dur[d] for d in rows if trace.cat[d] == KERNEL))
+
+
+def longest_kernel(pattern: str) -> Check:
+    """In the attention call with the most device time, the longest kernel's name matches."""
+
+    def check(ev: PublicEvidence) -> tuple[bool | None, str]:
+        t, calls = ev.trace, [c for c in ev.calls if c.device_rows]
+        if not calls:
+            return None, "no device work recorded for the attention"
+        call = max(calls, key=lambda c: _kernel_time(t, c.device_rows))
+        longest = max(call.device_rows, key=lambda d: t.dur[d])
+        return bool(re.search(pattern, t.name[longest])), (
+            f"{t.name[longest][:70]}: {time_text(t.dur[longest])} of the call's "
+            f"{time_text(_kernel_time(t, call.device_rows))}"
+        )
+
+    return check
+
+
+def attention_share(low: float, high: float) -> Check:
+    """The attention's kernels take between `low` and `high` of all kernel time in the trace."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        t = ev.trace
+        total = _kernel_time(t, range(len(t.name)))
+        mine = _kernel_time(t, {d for c in ev.calls for d in c.device_rows})
+        share = mine / total if total else 0.0
+        return low <= share < high, (
+            f"{time_text(mine)} of {time_text(total)} of kernel time ({share:.0%})"
+        )
+
+    return check
+
+
+def kernels_launched_under(*patterns: str) -> Check:
+    """Every kernel was launched from under an op whose name matches one of the patterns."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        t = ev.trace
+        kernels = [d for d, cat in enumerate(t.cat) if cat == KERNEL]
+        stray = []
+        for d in kernels:
+            launcher = t.launcher(d)
+            above = [] if launcher is None else [t.name[a] for a in t.ancestors(launcher)]
+            if not any(re.search(p, n) for p in patterns for n in above):
+                stray.append(t.name[d])
+        if stray:
+            return False, f"{len(stray)} of {len(kernels)} kernels elsewhere, e.g. {stray[0][:60]}"
+        return True, f"all {len(kernels)} kernels"
 
     return check
 

@@ -6,6 +6,8 @@
     <root>/<hardware>/{scaling,benchmark,decoding,training}.{json,svg}
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
     <root>/<hardware>/diff/<a>__<b>.json
+    <root>/public/<trace>/diagnosis.json     a trace recorded by others: its source, what diagnose
+    <root>/public/<trace>/viewer.png         finds, its claims checked; and its screenshot
 
 Folders whose names start with `.` are scratch space of a run in progress and never part of a set.
 """
@@ -29,6 +31,8 @@ TIMELINE = "timeline.svg"
 VIEWER = "viewer.png"
 VARIANT_FILES = (SUMMARY, TRACE, TABLE_TXT, TABLE_MD, TIMELINE, VIEWER)
 DIFF_DIR = "diff"
+PUBLIC_DIR = "public"  # no hardware set: a folder of traces recorded by others
+DIAGNOSIS = "diagnosis.json"
 
 
 def hardware_dir(root: Path, hardware: str) -> Path:
