@@ -351,6 +351,10 @@ def test_artifacts_are_registered_as_site_files(profiles, tmp_path, monkeypatch)
     assert "profiles/cpu/naive/viewer.png" in uris
     assert "profiles/cpu/sdpa_cudnn/summary.json" in uris
     assert "profiles/cpu/index.json" in uris
+    public = profiles / layout.PUBLIC_DIR / "someone" / layout.VIEWER
+    _write(public, PNG)
+    uris = {f.src_uri for f in config.plugins.on_files(Files([]), config=config)}
+    assert "profiles/public/someone/viewer.png" in uris
     assert not any(u.endswith(".md") for u in uris)  # table.md is inlined, never a page
     svg = files.get_file_from_path("profiles/cpu/naive/timeline.svg")
     assert Path(svg.abs_src_path) == profiles / "cpu/naive/timeline.svg"
@@ -482,3 +486,42 @@ def test_a_figure_claim_reads_its_figures_rows(profiles):
     after = expand(marker, "training.md", profiles)
     assert after.startswith('\n!!! success "From 1024 tokens on')
     assert "(observed: train_naive ÷ train_sdpa_flash: 5.0× at seq 1024, 9.4× at seq 2048)" in after
+
+
+def test_public_marker_shows_source_findings_picture_and_claims(profiles):
+    """A trace recorded by others, from the committed profiles/public/ artifacts."""
+    out = expand(
+        "<!-- profile-public: tracelens-h100-bert-small-sdpa-flash -->\n",
+        "sdpa.md",
+        ROOT / "profiles",
+    )
+    assert "NVIDIA H100 80GB HBM3" in out and "MIT license" in out
+    assert "https://github.com/AMD-AGI/TraceLens/blob/" in out
+    assert "| `sdpa_flash` | no | nn.Module: BertSdpaSelfAttention | 4 | 1 |" in out
+    assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
+    for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:
+        assert hook._code(claim.text) in out
+    assert "✓ **holds:**" in out
+
+
+def test_public_marker_groups_what_it_could_not_check(profiles):
+    out = expand(
+        "<!-- profile-public: tracelens-mi300x-sglang-decode-graph -->\n",
+        "decoding.md",
+        ROOT / "profiles",
+    )
+    (line,) = [x for x in out.splitlines() if x.startswith("- Not checked")]
+    assert "`repeat_kv`" in line and "graph replay" in line
+
+
+def test_public_marker_without_artifacts_is_a_note_and_an_unknown_one_fails(profiles):
+    out = expand("<!-- profile-public: tracelens-mi300x-compiled-sdpa -->\n", "x.md", profiles)
+    assert "Not written yet" in out and "python -m attn.profiling.public" in out
+    with pytest.raises(PluginError, match="unknown public trace 'mine'"):
+        expand("<!-- profile-public: mine -->\n", "x.md", profiles)
+
+
+def test_every_public_trace_is_shown_by_its_chapter():
+    for public in specs.PUBLIC:
+        page = (ROOT / "docs" / public.chapter).read_text(encoding="utf-8")
+        assert f"<!-- profile-public: {public.folder} -->" in page, public.chapter

@@ -153,6 +153,8 @@ def artifact_files(root: Path, config) -> list[File]:
         for name, entry in manifest["variants"].items():
             paths += [folder / name / f for f in entry.get("files", []) if f != layout.TABLE_MD]
         found += [p for p in paths if p.is_file()]
+    for folder in sorted((Path(root) / layout.PUBLIC_DIR).glob("*/")):  # traces of others
+        found += [folder / f for f in (layout.DIAGNOSIS, layout.VIEWER) if (folder / f).is_file()]
     return [
         File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
         for p in sorted(found)

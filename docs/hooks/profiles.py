@@ -11,6 +11,7 @@ variants, claims and lessons come from attn.specs.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import posixpath
@@ -48,6 +49,7 @@ class Page(NamedTuple):
     src_uri: str
     sets: list[dict]
     config: dict
+    root: Path  # profiles/: where the sets, and the public traces' artifacts, are
 
     def link(self, target: str) -> str:
         """Relative URL from this page to a path in the docs tree (MkDocs resolves it)."""
@@ -518,6 +520,69 @@ def render_chapters(page: Page) -> str:
     return "\n".join(items) + "\n"
 
 
+def render_public(page: Page, folder: str) -> str:
+    """`<!-- profile-public: FOLDER -->`: a GPU trace recorded by others (attn.specs.PUBLIC): where
+    it is from, its license and GPU, what diagnose finds in it, one attention call in the trace
+    viewer, and its claims as checked when its artifacts were written."""
+    if specs.public(folder) is None:
+        known = ", ".join(p.folder for p in specs.PUBLIC)
+        raise page.error(f"unknown public trace {folder!r}; known: {known}")
+    here = f"profiles/{layout.PUBLIC_DIR}/{folder}"
+    path = page.root / layout.PUBLIC_DIR / folder / layout.DIAGNOSIS
+    if not path.is_file():
+        return (
+            f'!!! note "Not written yet: {folder}"\n\n    `python -m attn.profiling.public` writes '
+            "what this section shows, from the trace in `tests/fixtures/realtraces/`.\n"
+        )
+    data = read_json(path)
+    src = data["source"]
+    repo = src["repository"].removeprefix("https://github.com/")
+    url = f"{src['repository']}/blob/{src['commit']}/{src['path']}"
+    text = [
+        f"<small>Recorded by others on an **{src['GPU']}** · torch: {src['torch']} · "
+        f"[`{src['path'].rsplit('/', 1)[-1]}`]({url}) from [{repo}]({src['repository']}) at "
+        f"commit `{src['commit'][:8]}`, {src['license']} license. A copy is kept as test data in "
+        f"`tests/fixtures/realtraces/{folder}/`, with its SOURCE.txt and LICENSE.</small>"
+    ]
+    rows = [
+        _row([
+            f"`{r['implementation']}`", "yes" if r["compiled"] else "no", r["where"], r["calls"],
+            _fmt(count_text, r["kernels_per_call"]), _fmt(time_text, r["device_time_us_per_call"]),
+        ])
+        for r in data["attention"]
+    ]  # fmt: skip
+    head = "| implementation | compiled | where | calls | kernels per call | device time per call |"
+    text.append(
+        "**What `diagnose` finds:**\n\n" + "\n".join([head, "|---|---|---|--:|--:|--:|", *rows])
+    )
+    found = [
+        f"- `{f['kind']}` ({f['count']}): {f['advice']} See [{f['chapter']}]({page.link(f['chapter'])})."
+        for f in data["findings"]
+    ] or ["- No finding: nothing to fix that diagnose knows of."]
+    unchecked: dict[str, list[str]] = {}  # one line per reason
+    for gap in data["not_checked"]:
+        unchecked.setdefault(gap["why"], []).append(f"`{gap['kind']}`")
+    found += [f"- Not checked, {', '.join(k)}: {why}." for why, k in unchecked.items()]
+    text.append("\n".join(found))
+    shot = data["screenshot"]
+    if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
+        alt = f"One attention call of the {src['GPU']} trace in a trace viewer"
+        text.append(
+            f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy }}\n\n<small>One "
+            f"attention call in the trace viewer (where: {shot['where']}), marked by the band on "
+            f"the diagnose track; selected: `{shot['select'][:80]}`. Python's stack frames are "
+            "left out of the picture.</small>"
+        )
+    text.append(
+        "\n".join(
+            f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {_code(c['text'])} "
+            f"<small>Observed: {_code(html.escape(c['observed'], quote=False))}</small>"
+            for c in data["claims"]  # kernel names hold < and >
+        )
+    )
+    return "\n\n".join(text)
+
+
 RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more; its renderer)
     "profile": (1, render_variant),
     "profile-check": (1, render_check),
@@ -528,12 +593,13 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-glance": (0, render_glance),
     "profile-figure": (1, render_figure),
     "profile-chapters": (0, render_chapters),
+    "profile-public": (1, render_public),
 }
 
 
 def expand(markdown: str, src_uri: str, root: Path, config: dict | None = None) -> str:
     """Replace every marker of a page; a marker that cannot be rendered fails the build."""
-    page = Page(src_uri, hardware_sets(Path(root)), config or {})
+    page = Page(src_uri, hardware_sets(Path(root)), config or {}, Path(root))
 
     def replace(m: re.Match) -> str:
         marker, args = m[0].strip(), (m["args"] or "").split()
