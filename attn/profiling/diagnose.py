@@ -166,12 +166,6 @@ def _eager_calls(trace: Trace, taken: list[Call]) -> list[Call]:
     return calls
 
 
-def _says_attention(kernel: str) -> bool:
-    """The kernel's own name (not its template arguments) mentions attention."""
-    own = re.split(r"[<(]", kernel.removeprefix("void "), maxsplit=1)[0]
-    return bool(re.search(patterns.ATTENTION_WORDS, own))
-
-
 def _kernel_calls(trace: Trace, claimed: set[int]) -> list[Call]:
     """Kernels the table knows (or whose names say attention) that no call found launched."""
     calls: list[Call] = []
@@ -182,7 +176,7 @@ def _kernel_calls(trace: Trace, claimed: set[int]) -> list[Call]:
             continue
         row = patterns.row_for(name)
         implementation = row.implementation if row else "unknown"
-        if implementation is None or (row is None and not _says_attention(name)):
+        if implementation is None or (row is None and not patterns.says_attention(name)):
             continue
         if row is not None and row.helper:
             if (implementation, trace.thread[d]) in last:

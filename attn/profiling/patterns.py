@@ -100,5 +100,7 @@ def row_for(name: str) -> Row | None:
     return next((row for pattern, row in _compiled() if pattern.search(name)), None)
 
 
-def matches(pattern: str, name: str) -> bool:
-    return re.search(pattern, name) is not None
+def says_attention(kernel: str) -> bool:
+    """The kernel's own name (not its template arguments) mentions attention."""
+    own = re.split(r"[<(]", kernel.removeprefix("void "), maxsplit=1)[0]
+    return re.search(ATTENTION_WORDS, own) is not None
