@@ -248,7 +248,11 @@ def parse(trace: dict | Trace) -> Trace:
 
 
 def read_trace(path: Path | str) -> Trace:
-    return Trace(load_trace(path))
+    raw = load_trace(path)
+    try:
+        return Trace(raw)
+    except (TypeError, ValueError) as e:  # an event whose ts, dur or correlation is no number
+        raise TraceFormatError(f"{path}: an event that cannot be read ({e})") from e
 
 
 # --- what a range holds ---------------------------------------------------------------------
