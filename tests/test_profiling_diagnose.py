@@ -312,12 +312,29 @@ def test_cli_names_a_finding_and_its_chapter(capsys):
     assert "out_of_place_masked_fill" in printed and "inplace.md" in printed
 
 
-def test_a_non_trace_gets_one_line(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('{"hello": 1}', "not a Chrome trace"),
+        (
+            '{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon"}]}',
+            "an event that cannot be read",
+        ),
+    ],
+)
+def test_a_non_trace_gets_one_line(tmp_path, capsys, text, says):
     bad = tmp_path / "notes.json"
-    bad.write_text('{"hello": 1}')
+    bad.write_text(text)
     assert cli.main(["diagnose", str(bad)]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not a Chrome trace" in err
+    assert len(err.splitlines()) == 1 and says in err
+
+
+def test_what_a_graph_replay_cannot_tell_is_said_once(capsys):
+    trace = REAL / "tracelens-mi300x-sglang-decode-graph/sglang_Qwen3-8B_decode.json.gz"
+    assert cli.main(["diagnose", str(trace)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed.count("not checked") == 1 and "sync_in_forward: not checked" in printed
 
 
 def test_a_trace_with_no_attention_says_so(tmp_path, capsys):

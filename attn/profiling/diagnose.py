@@ -409,5 +409,8 @@ def report(result: dict, console: Console) -> None:
         console.print(table)
     elif result["attention"]:
         console.print("Findings: none.")
+    gaps: dict[str, list[str]] = {}  # one line per reason, however many findings it stops
     for gap in result["not_checked"]:
-        console.print(f"[dim]not checked: {gap['kind']}: {escape(gap['why'])}[/dim]")
+        gaps.setdefault(gap["why"], []).append(gap["kind"])
+    for why, kinds in gaps.items():
+        console.print(f"[dim]{', '.join(kinds)}: not checked, {escape(why)}[/dim]")
