@@ -86,12 +86,13 @@ def write(public: specs.PublicTrace, root: Path, screenshot: bool = True) -> Pat
     folder = Path(root) / layout.PUBLIC_DIR / public.folder
     data = diagnosis(public)
     write_json(folder / layout.DIAGNOSIS, data)
-    if screenshot:
-        take_screenshot(public.folder, folder / layout.VIEWER, data["screenshot"])
+    if screenshot:  # where the viewer boxed the selected kernel: a phone scrolls to it
+        mark = take_screenshot(public.folder, folder / layout.VIEWER, data["screenshot"])
+        write_json(folder / layout.DIAGNOSIS, {**data, "viewer": {"mark": mark}})
     return folder
 
 
-def take_screenshot(folder: str, png: Path, focus: dict) -> None:
+def take_screenshot(folder: str, png: Path, focus: dict) -> dict | None:
     """The trace in the viewer, zoomed to one attention call, marked by a band of its own on a
     track named diagnose. Python's stack frames are left out of the picture (modules kept):
     with_stack nests dozens of them above the ops."""
@@ -112,9 +113,11 @@ def take_screenshot(folder: str, png: Path, focus: dict) -> None:
         path = Path(tmp) / "realtraces" / folder / trace_file(folder).name.removesuffix(".gz")
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(raw))
-        viewer.screenshot(
-            path, png, range_name=MARK, select=focus["select"], width=1100, height=700
+        # The page column's width at twice the pixels, as the variants' own shots are taken.
+        facts = viewer.screenshot(
+            path, png, range_name=MARK, select=focus["select"], width=680, height=640
         )
+    return facts.get("mark")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

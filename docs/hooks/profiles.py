@@ -165,6 +165,12 @@ def run_line(summary: dict) -> str:
 # --- the renderers, one per marker kind -----------------------------------------------------------
 
 
+def _focus(viewer: dict | None) -> str:
+    """The image attribute that scrolls a phone to the event a screenshot marks, if it marks one."""
+    mark = (viewer or {}).get("mark")
+    return f" data-focus={(mark['left'] + mark['right']) / 2:.3f}" if mark else ""
+
+
 def render_variant(page: Page, name: str) -> str:
     """`<!-- profile: name -->`: one tab per hardware set that has the variant."""
     page.variants(name)
@@ -189,8 +195,7 @@ def render_variant(page: Page, name: str) -> str:
             alt = f"The trace of {where} in a trace viewer, one {shown}" + (
                 f", {selected} selected and boxed in red" if selected else ""
             )
-            mark = (summary.get("viewer") or {}).get("mark")
-            focus = f" data-focus={(mark['left'] + mark['right']) / 2:.3f}" if mark else ""
+            focus = _focus(summary.get("viewer"))
             text.append(f"![{alt}]({url(layout.VIEWER)}){{ loading=lazy{focus} }}")
         if layout.TIMELINE in files:
             alt = f"Timeline of one profiled forward of {where}"
@@ -567,11 +572,12 @@ def render_public(page: Page, folder: str) -> str:
     shot = data["screenshot"]
     if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
         alt = f"One attention call of the {src['GPU']} trace in a trace viewer"
+        focus = _focus(data.get("viewer"))
         text.append(
-            f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy }}\n\n<small>One "
+            f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy{focus} }}\n\n<small>One "
             f"attention call in the trace viewer (where: {shot['where']}), marked by the band on "
-            f"the diagnose track; selected: `{shot['select'][:80]}`. Python's stack frames are "
-            "left out of the picture.</small>"
+            f"the diagnose track; selected and boxed in red: `{shot['select'][:80]}`. Python's "
+            "stack frames are left out of the picture.</small>"
         )
     text.append(
         "\n".join(
