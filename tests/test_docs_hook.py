@@ -497,7 +497,7 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     )
     assert "NVIDIA H100 80GB HBM3" in out and "MIT license" in out
     assert "https://github.com/AMD-AGI/TraceLens/blob/" in out
-    assert "| `sdpa_flash` | no | nn.Module: BertSdpaSelfAttention | 4 | 1 |" in out
+    assert "| `sdpa_flash` | nn.Module: BertSdpaSelfAttention | 4 | 1 kernel · 9.4" in out
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
     assert "{ loading=lazy data-focus=0." in out  # a phone scrolls to the kernel boxed in red
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:

@@ -549,17 +549,15 @@ def render_public(page: Page, folder: str) -> str:
         f"commit `{src['commit'][:8]}`, {src['license']} license. A copy is kept as test data in "
         f"`tests/fixtures/realtraces/{folder}/`, with its SOURCE.txt and LICENSE.</small>"
     ]
-    rows = [
-        _row([
-            f"`{r['implementation']}`", "yes" if r["compiled"] else "no", r["where"], r["calls"],
-            _fmt(count_text, r["kernels_per_call"]), _fmt(time_text, r["device_time_us_per_call"]),
-        ])
-        for r in data["attention"]
-    ]  # fmt: skip
-    head = "| implementation | compiled | where | calls | kernels per call | device time per call |"
-    text.append(
-        "**What `diagnose` finds:**\n\n" + "\n".join([head, "|---|---|---|--:|--:|--:|", *rows])
-    )
+    rows = []  # four columns, to fit a page's column: compiled under the name, one call's cost
+    for r in data["attention"]:
+        k, t = r["kernels_per_call"], r["device_time_us_per_call"]
+        cost = None if k is None else f"{count_text(k)} kernel{'' if k == 1 else 's'}"
+        cost = " · ".join(x for x in (cost, _fmt(time_text, t)) if x) or None
+        name = f"`{r['implementation']}`" + ("<br><small>compiled</small>" if r["compiled"] else "")
+        rows.append(_row([name, r["where"], r["calls"], cost]))
+    head = "| implementation | where | calls | per call |"
+    text.append("**What `diagnose` finds:**\n\n" + "\n".join([head, "|---|---|--:|--:|", *rows]))
     found = [
         f"- `{f['kind']}` ({f['count']}): {f['advice']} See [{f['chapter']}]({page.link(f['chapter'])})."
         for f in data["findings"]
