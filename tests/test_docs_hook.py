@@ -466,7 +466,8 @@ def test_a_training_step_shows_its_backward_apart(profiles):
     lesson = specs.spec("train_naive").lesson
     name = f"`train_naive`<br><small>{lesson}</small>"
     assert f"| {name} | 1.23 ms | 2.47 ms | 5.0 MiB | 7.0 MiB |" in glance
-    assert "| forward, CPU | backward, CPU | saved for backward | peak of the step |" in glance
+    assert "| forward | backward | saved for backward | peak of the step |" in glance
+    assert "Training steps: the CPU time of the forward" in glance
     assert f"| {name} | 45 |" not in glance  # not among the forwards
 
 

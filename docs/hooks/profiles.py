@@ -385,16 +385,21 @@ def render_glance(page: Page) -> str:
         rows = [_row(head), "|---|" + "--:|" * (len(head) - 1)]
         other = ["variant and its lesson", "shape", count, "CPU time", "peak memory"]
         other = [_row(other), "|---|---|--:|--:|--:|"]
-        times_of = [("CPU", "cpu_time_us")] + ([("device", "device_time_us")] if gpu else [])
-        halves = [f"{half}, {w}" for w, _ in times_of for half in ("forward", "backward")]
-        step = ["variant and its lesson", *halves, "saved for backward", "peak of the step"]
+        # A step's table gives the time that matters on the device (GPU: device time), to fit a page.
+        step = [
+            "variant and its lesson",
+            "forward",
+            "backward",
+            "saved for backward",
+            "peak of the step",
+        ]
         steps = [_row(step), "|---|" + "--:|" * (len(step) - 1)]
         for s in summaries:
             # The lesson under the name: one column less keeps the table within a page's width.
             name = f"`{s['variant']}`<br><small>{specs.spec(s['variant']).lesson}</small>"
             if specs.spec(s["variant"]).trains:  # a training step: forward and backward apart
                 b = s.get("backward") or {}
-                cells = [_fmt(time_text, part.get(k)) for _, k in times_of for part in (s, b)]
+                cells = [_fmt(time_text, part.get(key)) for part in (s, b)]
                 kept = ("saved_for_backward_bytes", "peak_memory_step_bytes")
                 cells += [_fmt(bytes_text, b.get(k)) for k in kept]
                 if not s["available"]:
@@ -418,9 +423,9 @@ def render_glance(page: Page) -> str:
             ]
         if len(steps) > 2:
             text.append(
-                "Training steps: the time of the forward and of the backward, what autograd saved "
-                "for the backward, and the peak from the start of the forward to the end of the "
-                "backward:\n\n" + "\n".join(steps)
+                f"Training steps: the {times[-1]} of the forward and of the backward, what "
+                "autograd saved for the backward, and the peak from the start of the forward to "
+                "the end of the backward:\n\n" + "\n".join(steps)
             )
         if hw["manifest"].get("overview"):
             svg = page.link(f"profiles/{hw['slug']}/{layout.OVERVIEW}")
