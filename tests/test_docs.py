@@ -207,11 +207,11 @@ def test_at_a_glance_lists_every_variant_available_on_cpu(site):
         if json.loads(p.read_text())["available"]
     ]
     assert {"naive", "inplace", "sdpa_flash", "custom_cpu"} <= set(available)
-    for name in available:
-        row = re.search(
+    for name in available:  # in the CPU tab (the fake GPU set's copies have no device time)
+        rows = re.findall(
             rf"<tr>\s*<td><code>{name}</code><br ?/?><small>[^<]*</small></td>(.*?)</tr>", raw, re.S
         )
-        assert row and re.search(r"\d+\.\d+ ms", row[1]), f"no row with a time for {name}"
+        assert any(re.search(r"\d+\.\d+ ms", row) for row in rows), f"no row with a time: {name}"
     assert re.search(r'<img [^>]*src="\.\./profiles/cpu/overview\.svg"', raw)
     figures = json.loads((ROOT / "profiles/cpu/index.json").read_text())["figures"]
     scaling = re.search(r'<img [^>]*src="\.\./profiles/cpu/scaling\.svg"', raw)

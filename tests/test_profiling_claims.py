@@ -9,7 +9,13 @@ import attn
 from attn import specs
 from attn.profiling.analyze import summarize
 from attn.profiling.capture import capture
-from attn.profiling.checks import BenchmarkEvidence, Evidence, benchmark_shapes, evaluate
+from attn.profiling.checks import (
+    BenchmarkEvidence,
+    Evidence,
+    benchmark_shapes,
+    evaluate,
+    runs_a_recompilation,
+)
 from attn.profiling.config import ProfileConfig
 from attn.profiling.trace import Trace, forwards, per_forward, read_trace
 
@@ -79,29 +85,21 @@ def test_cpu_claims_fail_on_the_wrong_trace(cpu_evidence):
 
 
 def test_the_recompilation_claim_reads_the_compile_number_not_the_frame(cpu_evidence):
-    # The frame number counts what this process compiled before (here: compiled_additive's frame,
-    # and whatever other tests compiled), so only the number after the slash is the variant's.
+    # The frame number counts what this process compiled before (other tests compile the same
+    # forward too), so only the number after the slash is the variant's.
     naive = check("compiled_naive", "cpu", cpu_evidence["compiled_naive"])["runs-a-recompilation"]
     assert naive["holds"] is True and "Torch-Compiled Region" in naive["observed"]
-    additive = check("compiled_naive", "cpu", cpu_evidence["compiled_additive"])
-    assert additive["runs-a-recompilation"]["holds"] is False
-    assert additive["runs-a-recompilation"]["observed"].endswith("/0")
-    eager = check("compiled_naive", "cpu", cpu_evidence["naive"])["runs-a-recompilation"]
-    assert eager == {**eager, "holds": False, "observed": "no Torch-Compiled Region"}
 
+    class Seen:  # just the event names a check reads
+        def __init__(self, *names):
+            self.names = lambda: set(names)
 
-def test_training_claims_fail_on_the_wrong_step(cpu_evidence):
-    """What a step keeps tells naive, flash and our op apart; a forward-only run cannot tell."""
-    naive, flash = cpu_evidence["train_naive"], cpu_evidence["train_sdpa_flash"]
-    assert check("train_sdpa_flash", "cpu", naive)["keeps-row-statistic"]["holds"] is False
-    assert check("train_naive", "cpu", flash)["keeps-scores-and-inputs"]["holds"] is False
-    ours = check("train_custom_cpu", "cpu", flash)
-    assert ours["keeps-q-k-v"]["holds"] is False  # flash keeps its output and a row statistic too
-    assert ours["backward-recomputes-with-ops"]["holds"] is False  # one fused backward op
-    inplace = check("train_inplace", "cpu", naive)["allowed-no-clone"]
-    assert inplace["holds"] is False and "aten::clone" in inplace["observed"]
-    forward_only = check("train_naive", "cpu", cpu_evidence["naive"])
-    assert {r["holds"] for r in forward_only.values()} == {None}
+    assert runs_a_recompilation(Seen("Torch-Compiled Region: 3/1")) == (
+        True,
+        "Torch-Compiled Region: 3/1",
+    )
+    assert runs_a_recompilation(Seen("Torch-Compiled Region: 3/0"))[0] is False
+    assert runs_a_recompilation(Seen("aten::bmm")) == (False, "no Torch-Compiled Region")
 
 
 def test_peak_claims_count_score_matrices(cpu_evidence):

@@ -502,12 +502,13 @@ def benchmark_table(rows: list[dict]) -> str:
     lines += [
         f"Batch × heads: {', '.join(sizes)}. TFLOP/s of every row: in the data below.",
         "",
-        f"| variant | dtype | seq | head_dim | causal | time | time ÷ {specs.BENCHMARK_BASELINE} |",
-        "|---|---|--:|--:|---|--:|--:|",
+        f"| variant | dtype | seq × head_dim | causal | time | ÷ {specs.BENCHMARK_BASELINE} |",
+        "|---|---|--:|---|--:|--:|",
     ]
     for r in mine:
         causal = "yes" if r["is_causal"] else "no"
-        cells = [f"`{r['variant']}`", r.get("dtype", "?"), r["seq"], r["head_dim"], causal]
+        shape = f"{r['seq']} × {r['head_dim']}"
+        cells = [f"`{r['variant']}`", r.get("dtype", "?"), shape, causal]
         lines.append(_row([*cells, time_text(r["time_us"]), f"{r['ratio_to_flash']:.2f}"]))
     return "\n".join(lines)
 
