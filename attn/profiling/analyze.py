@@ -7,8 +7,9 @@ afterwards, so scrubbing can never change a count or a claim.
 
 from __future__ import annotations
 
-import gzip
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from attn import specs
@@ -17,10 +18,12 @@ from attn.profiling.atomic import atomic_folder, write_json
 from attn.profiling.backward import summarize_backward
 from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
-from attn.profiling.scrub import scrub_trace
+from attn.profiling.scrub import write_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
 from attn.profiling.trace import Forward, Trace, parse, per_forward, read_trace
+
+ANALYSIS_STEPS = ("counting", "tabling", "drawing", "writing")  # what write_artifacts tells
 
 
 def device_name_of(trace: dict) -> str | None:
@@ -55,6 +58,18 @@ def summarize(
     return summary, fwds
 
 
+def focus(summary: dict, trace: Trace) -> str | None:
+    """The name of the event to select in the screenshot of this summary's trace and to label in
+    its timeline: the one its spec names (on a GPU by default its first kernel), as spelled there."""
+    spec = specs.spec(summary.get("variant") or "")
+    on_gpu = summary.get("device_type") == "cuda"
+    pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
+    if pattern is None:  # the first kernel of the range shown (a training step's: the backward)
+        shown = summary.get("backward") or summary
+        return (shown.get("kernels") or [None])[0] if on_gpu else None
+    return next((n for n in trace.name if re.search(pattern, n)), None)
+
+
 def write_artifacts(
     trace: dict | Trace,
     folder: Path,
@@ -64,24 +79,28 @@ def write_artifacts(
     device_type: str | None = None,
     range_name: str | None = None,
     table_txt: str | None = None,
+    progress: Callable[[str], None] = lambda step: None,
 ) -> dict:
-    """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary."""
+    """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary.
+    `progress` is told each step as it starts (ANALYSIS_STEPS), for a progress bar."""
     trace = parse(trace)
+    progress(ANALYSIS_STEPS[0])
     summary, fwds = summarize(
         trace, variant=variant, device_type=device_type, range_name=range_name, base=base
     )
-    published = scrub_trace(trace.raw)
     name = summary.get("variant") or Path(folder).name
     where = summary.get("device_name") or summary["device_type"]
     with atomic_folder(Path(folder)) as out:
-        with gzip.open(out / layout.TRACE, "wt", compresslevel=9) as f:
-            json.dump(published, f)
+        progress(ANALYSIS_STEPS[1])
         on_device = summary["kernels_per_forward"] is not None
         (out / layout.TABLE_MD).write_text(markdown_table(fwds, on_device))
         if table_txt is not None:
             (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")
+        progress(ANALYSIS_STEPS[2])
         title = f"{name} on {where}: one {summary['range']}"
-        draw_timeline(fwds, title, out / layout.TIMELINE)
+        draw_timeline(fwds, title, out / layout.TIMELINE, focus=focus(summary, trace))
+        progress(ANALYSIS_STEPS[3])
+        write_trace(trace.raw, out / layout.TRACE)  # scrubbed: measuring read the raw trace
         (out / layout.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

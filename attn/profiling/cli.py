@@ -25,7 +25,7 @@ from rich.table import Table
 import attn
 from attn import specs
 from attn.profiling import diagnose, layout
-from attn.profiling.analyze import device_name_of, recheck, write_artifacts
+from attn.profiling.analyze import ANALYSIS_STEPS, device_name_of, recheck, write_artifacts
 from attn.profiling.atomic import write_json
 from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
 from attn.profiling.diff import main as diff_main
@@ -74,17 +74,17 @@ def config_from(args: argparse.Namespace) -> ProfileConfig:
     return ProfileConfig(**{**base.__dict__, **{k: v for k, v in given.items() if v is not None}})
 
 
+def progress_bar(console: Console) -> Progress:
+    """A bar that shows while work goes on and vanishes after (shown only on a terminal)."""
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    return Progress(*columns, TimeElapsedColumn(), console=console, transient=True)
+
+
 def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
     """`profile(variant, its config)` for each named variant under a progress bar, then the set's
     files and a report; a variant that fails is reported and the others still run."""
     folders, failed = [], []
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console, transient=True) as progress:
+    with progress_bar(console) as progress:
         for name in progress.track(names, description="profiling"):
             progress.update(progress.tasks[0].id, description=f"profiling {name}")
             try:  # a decode step for the decoding variants
@@ -150,16 +150,25 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     if args.variant and len(args.traces) > 1:
         raise SystemExit("error: --variant names one variant: give one trace with it")
     folders = []
-    for path in args.traces:
-        trace = read_trace(path)
-        name = args.variant or path.name.split(".")[0]
-        base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
-        folder = args.out / name
-        try:
-            write_artifacts(trace, folder, variant=args.variant, base=base, range_name=args.range)
-        except TraceFormatError as e:
-            raise TraceFormatError(f"{path}: {e}") from e
-        folders.append(folder)
+    with progress_bar(console) as bar:  # a trace of a whole training step takes a while
+        for path in args.traces:
+            task = bar.add_task(f"reading {path.name}", total=1 + len(ANALYSIS_STEPS))
+            trace = read_trace(path)
+            name = args.variant or path.name.split(".")[0]
+            base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
+            folder = args.out / name
+            step = lambda what, task=task, path=path: bar.update(  # noqa: E731
+                task, advance=1, description=f"{what} {path.name}"
+            )
+            try:
+                write_artifacts(
+                    trace, folder, variant=args.variant, base=base, range_name=args.range,
+                    progress=step,
+                )  # fmt: skip
+            except TraceFormatError as e:
+                raise TraceFormatError(f"{path}: {e}") from e
+            bar.remove_task(task)
+            folders.append(folder)
     report(folders, console)
     for folder in folders:
         summary = json.loads((folder / layout.SUMMARY).read_text())

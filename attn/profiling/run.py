@@ -7,7 +7,6 @@ summary that says why. After each run the set's environment, overview and manife
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import torch
 
-from attn import specs
 from attn.profiling import layout
-from attn.profiling.analyze import write_artifacts
+from attn.profiling.analyze import focus, write_artifacts
 from attn.profiling.atomic import atomic_folder, write_json
 from attn.profiling.backward import SAVED_KEY
 from attn.profiling.capture import capture
@@ -26,7 +24,7 @@ from attn.profiling.config import ProfileConfig
 from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.overview import write_overview
-from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE, Trace, read_trace
+from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
@@ -93,18 +91,6 @@ def _analyse(trace: dict, folder: Path, variant: Variant, base: dict, table: str
         trace, folder, variant=variant.name, base=base, device_type=base["device_type"],
         table_txt=table,
     )  # fmt: skip
-
-
-def focus(summary: dict, trace: Trace) -> str | None:
-    """The name of the event to select in the screenshot of this summary's trace: the one its
-    spec names (on a GPU by default its first kernel), as the trace spells it."""
-    spec = specs.spec(summary["variant"])
-    on_gpu = summary.get("device_type") == "cuda"
-    pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
-    if pattern is None:  # the first kernel of the range shown (a training step's: the backward)
-        shown = summary.get("backward") or summary
-        return (shown.get("kernels") or [None])[0] if on_gpu else None
-    return next((n for n in trace.name if re.search(pattern, n)), None)
 
 
 def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
