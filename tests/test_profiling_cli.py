@@ -1,5 +1,6 @@
 """`python -m attn.profiling`: its subcommands, and one line naming the flag for every bad flag."""
 
+import errno
 import json
 from pathlib import Path
 
@@ -126,3 +127,78 @@ def test_recheck_reports_and_fixes_a_stale_claim(tmp_path):
     assert main(["recheck", str(tmp_path)]) == 0  # rewrites it from the committed trace
     assert json.loads(path.read_text())["claims"] == fresh
     assert main(["recheck", str(tmp_path), "--check"]) == 0
+
+
+CUDA_FIXTURE = ROOT / "tests" / "fixtures" / "cuda_naive_trace.json"
+
+
+def write_trace(path: Path, edit=None) -> Path:
+    """The CUDA fixture at `path`, after `edit(events)` if given."""
+    trace = json.loads(CUDA_FIXTURE.read_text())
+    if edit is not None:
+        edit(trace["traceEvents"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(trace))
+    return path
+
+
+def test_analyze_refuses_to_replace_a_folder_it_did_not_write(tmp_path, capsys):
+    """An example's folder holds its raw trace and table (and here a file of the user's): analysing
+    that trace with --out at its parent would have replaced the folder, and lost all three."""
+    runs = tmp_path / "runs"
+    trace = write_trace(runs / "naive" / "trace.json")
+    (runs / "naive" / "table.txt").write_text("the profiler's table\n")
+    (runs / "naive" / "notes.md").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in (runs / "naive").iterdir()}
+    assert main(["analyze", str(trace), "--variant", "naive", "--out", str(runs)]) == 1
+    assert "did not write" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (runs / "naive").iterdir()} == before
+
+
+def test_analyze_replaces_a_folder_it_wrote(tmp_path):
+    trace = write_trace(tmp_path / "trace.json")
+    for _ in range(2):
+        assert main(["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "naive" / "summary.json").read_text())["variant"] == "naive"
+
+
+def test_two_traces_of_one_name_get_a_folder_each(tmp_path, capsys):
+    """Every example writes trace.json.gz: two analysed together must not land in one folder."""
+
+    def longer(events):  # every kernel of the second trace twice as long
+        for e in events:
+            if e.get("cat") == "kernel":
+                e["dur"] *= 2
+
+    a = write_trace(tmp_path / "a" / "trace.json")
+    b = write_trace(tmp_path / "b" / "trace.json", longer)
+    out = tmp_path / "out"
+    assert main(["analyze", str(a), str(b), "--out", str(out)]) == 0
+    times = [json.loads((out / n / "summary.json").read_text()) for n in ("a-trace", "b-trace")]
+    assert times[1]["device_time_us"] > times[0]["device_time_us"]
+    assert times[0]["source"] == times[1]["source"] == "trace.json"
+
+
+@pytest.mark.parametrize("markup", ["[bold red]", "[link=x]"])
+def test_names_holding_rich_markup_print_as_text(tmp_path, markup, capsys):
+    """A trace's name reaches the console; rich would take it for markup and swallow it."""
+    trace = write_trace(tmp_path / f"{markup}x.json")
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 0
+    assert f"{markup}x: 2 range(s)" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_previous_set(tmp_path, monkeypatch, capsys):
+    from attn.profiling import analyze
+
+    trace = write_trace(tmp_path / "trace.json")
+    argv = ["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    before = (tmp_path / "naive" / "summary.json").read_text()
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(analyze, "write_trace", full)
+    assert main(argv) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("No space left on device")
+    assert (tmp_path / "naive" / "summary.json").read_text() == before

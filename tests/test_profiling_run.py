@@ -4,7 +4,10 @@ import getpass
 import gzip
 import json
 import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -231,3 +234,45 @@ def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_go
     assert custom["available"] is False and "300" in custom["reason"]
     assert custom["shape"]["head_dim"] == 300  # labelled with the run that refused it
     assert json.loads((tmp_path / "cpu/naive/summary.json").read_text())["available"] is True
+
+
+def _alive(pid: int) -> bool:
+    """Running (not ended, nor a zombie waiting to be reaped)."""
+    try:
+        return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:4]
+    except FileNotFoundError:
+        return False
+
+
+PARENT = """import sys; from pathlib import Path; import attn
+from attn.profiling.config import ProfileConfig; from attn.profiling.run import profile_example
+config = ProfileConfig(batch=1, heads=1, seq_q=8, seq_k=8, head_dim=8)
+profile_example(attn.get_variant("naive"), [sys.argv[1]], config, Path(sys.argv[2]))"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp_path):
+    hanging = tmp_path / "hangs.py"  # an example that says who it is, then takes forever
+    hanging.write_text(
+        "import os, pathlib, sys, time\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "(out / 'pid').write_text(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    out = tmp_path / "out"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(hanging), str(out)])
+    deadline = time.monotonic() + 120
+    while not list(out.glob("cpu/.*/pid")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid_file,) = out.glob("cpu/.*/pid")  # the scratch is beside the set, not in /tmp
+    parent.kill()
+    parent.wait()
+    child = int(pid_file.read_text())
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+    failing = tmp_path / "fails.py"
+    failing.write_text("raise SystemExit(3)\n")
+    with pytest.raises(ProfilingError):
+        run_module.profile_example(attn.get_variant("naive"), [str(failing)], TINY, out)
+    assert not list((out / "cpu").glob(".*"))

@@ -90,7 +90,7 @@ def write_artifacts(
     )
     name = summary.get("variant") or Path(folder).name
     where = summary.get("device_name") or summary["device_type"]
-    with atomic_folder(Path(folder)) as out:
+    with atomic_folder(layout.check_replaceable(folder)) as out:
         progress(ANALYSIS_STEPS[1])
         on_device = summary["kernels_per_forward"] is not None
         (out / layout.TABLE_MD).write_text(markdown_table(fwds, on_device))

@@ -6,7 +6,10 @@ summary that says why. After each run the set's environment, overview and manife
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,7 +20,7 @@ import torch
 
 from attn.profiling import layout
 from attn.profiling.analyze import focus, write_artifacts
-from attn.profiling.atomic import atomic_folder, write_json
+from attn.profiling.atomic import atomic_folder, remove_stale_scratch, write_json
 from attn.profiling.backward import SAVED_KEY
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
@@ -55,7 +58,7 @@ def base_summary(variant: Variant, config: ProfileConfig) -> dict:
 
 
 def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
-    with atomic_folder(folder) as out:
+    with atomic_folder(layout.check_replaceable(folder)) as out:
         write_json(out / layout.SUMMARY, {**base, "available": False, "reason": reason})
 
 
@@ -119,6 +122,13 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     return folder / layout.VIEWER
 
 
+def _die_with_parent() -> None:
+    """In the example's process: end it when this one ends, even by SIGKILL (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if hasattr(libc, "prctl"):
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def example_flags(config: ProfileConfig) -> list[str]:
     """The flags that make an example run exactly `config` (every value spelled out)."""
     flags = [
@@ -143,9 +153,15 @@ def profile_example(
     if reason is not None:
         _record_unavailable(folder, base, reason)
         return folder
-    with tempfile.TemporaryDirectory(prefix="attn-example-") as scratch:
+    layout.check_replaceable(folder)  # before minutes of work, not after
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(folder.parent)  # what a killed run left
+    # Scratch beside the set, named as atomic's is: a run killed here leaves it for the next to remove.
+    with tempfile.TemporaryDirectory(
+        prefix=f".{variant.name}.{os.getpid()}.", dir=folder.parent
+    ) as scratch:
         command = [sys.executable, *script, *example_flags(config), "--out", scratch]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_die_with_parent)
         written = Path(scratch) / variant.name
         if done.returncode != 0 or not (written / layout.TRACE).is_file():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
