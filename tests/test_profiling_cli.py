@@ -2,6 +2,7 @@
 
 import errno
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,74 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_set(tmp_path, monkeypatc
     assert main(argv) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith("No space left on device")
     assert (tmp_path / "naive" / "summary.json").read_text() == before
+
+
+@pytest.fixture(scope="module")
+def committed_set(tmp_path_factory):
+    """Two variants of the committed CPU set, with their environment, diff and manifest."""
+    root = tmp_path_factory.mktemp("profiles")
+    cpu = root / "cpu"
+    cpu.mkdir()
+    for name in ("naive", "inplace", "environment.json"):
+        source = ROOT / "profiles" / "cpu" / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, cpu / name)
+    assert main(["recheck", str(root)]) == 0  # its manifest and diff, for these two
+    assert main(["recheck", str(root), "--check"]) == 0
+    return root
+
+
+def edit_json(path: Path, **changes) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (lambda cpu: (cpu / "naive" / "trace.json.gz").unlink(), "naive/trace.json.gz"),
+        (lambda cpu: edit_json(cpu / "naive/summary.json", cpu_time_us=1.0), "naive/summary.json"),
+        (lambda cpu: edit_json(cpu / "naive/summary.json", ops=["aten::mm"]), "naive/summary.json"),
+        (lambda cpu: edit_json(cpu / "naive/summary.json", shape={}), "cpu/index.json"),
+        (lambda cpu: (cpu / "naive/summary.json").write_text("{}"), "naive/summary.json"),
+        (lambda cpu: (cpu / "index.json").unlink(), "cpu/index.json"),
+        (lambda cpu: edit_json(cpu / "index.json", variants={}), "cpu/index.json"),
+        (lambda cpu: (cpu / "environment.json").unlink(), "cpu/environment.json"),
+        (lambda cpu: edit_json(cpu / "diff/naive__inplace.json", a="x"), "naive__inplace.json"),
+        (lambda cpu: (cpu / "diff/naive__inplace.json").unlink(), "naive__inplace.json"),
+        (lambda cpu: shutil.rmtree(cpu), "no hardware set"),
+    ],
+    ids=[
+        "trace gone",
+        "numbers",
+        "ops",
+        "shape",
+        "empty summary",
+        "index gone",
+        "index edited",
+        "environment gone",
+        "diff edited",
+        "diff gone",
+        "no set",
+    ],  # fmt: skip
+)
+def test_recheck_check_fails_on_any_difference_naming_the_file(
+    committed_set, tmp_path, tamper, named, capsys
+):
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    tamper(root / "cpu")
+    assert main(["recheck", str(root), "--check"]) == 1
+    said = capsys.readouterr()
+    assert named in (said.out + said.err).replace("\n", "")
+
+
+def test_recheck_after_a_trace_swap_rewrites_the_numbers(committed_set, tmp_path):
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    cpu = root / "cpu"
+    shutil.copy(cpu / "inplace/trace.json.gz", cpu / "naive/trace.json.gz")
+    assert main(["recheck", str(root)]) == 0
+    naive, inplace = (
+        json.loads((cpu / n / "summary.json").read_text()) for n in ("naive", "inplace")
+    )
+    assert naive["ops"] == inplace["ops"] and naive["cpu_time_us"] == inplace["cpu_time_us"]
+    assert main(["recheck", str(root), "--check"]) == 0

@@ -18,6 +18,8 @@ from attn.profiling.atomic import atomic_folder, write_json
 from attn.profiling.backward import summarize_backward
 from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
+from attn.profiling.diff import diffs_of, write_diffs
+from attn.profiling.overview import write_overview
 from attn.profiling.scrub import write_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
@@ -105,36 +107,74 @@ def write_artifacts(
     return summary
 
 
-SPEC_FIELDS = ("claims", "title", "lesson")  # what a recheck refreshes; the numbers stay
+SPEC_FIELDS = ("claims", "title", "lesson")  # from the specs; the rest of these from the trace
+MEASURED = (*SPEC_FIELDS, "range", "forwards", "cpu_time_us", "device_time_us", "ops_per_forward",
+            "kernels_per_forward", "memcpy_per_forward", "memset_per_forward",
+            "launches_per_forward", "peak_memory_bytes", "kernels", "ops", "ranges", "problems")  # fmt: skip
+
+
+class BrokenSet(ValueError):
+    """A set recheck cannot mend from its traces (a trace or the environment gone); one line."""
+
+
+def _fresh_summary(vdir: Path) -> tuple[dict, dict]:
+    """(the stored summary, the same with every measured field as its trace gives it now)."""
+    path = vdir / layout.SUMMARY
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as e:
+        raise BrokenSet(f"{path} is not JSON ({e})") from e
+    if not isinstance(summary, dict) or summary.get("variant") != vdir.name:
+        raise BrokenSet(f"{path} is not the summary of {vdir.name} (rerun the profile)")
+    if not summary.get("available"):
+        return summary, summary
+    if not (vdir / layout.TRACE).is_file():
+        raise BrokenSet(f"{vdir / layout.TRACE} is missing: the summary cannot be checked")
+    fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
+        read_trace(vdir / layout.TRACE),
+        variant=summary["variant"],
+        device_type=summary.get("device_type"),
+        range_name=summary.get("range"),
+        base=summary,
+    )
+    return summary, {**summary, **{k: fresh.get(k) for k in MEASURED if k in fresh or k in summary}}
 
 
 def recheck(root: Path, write: bool = True) -> list[dict]:
-    """Re-evaluate the claims of every committed trace under root; update summaries that differ.
+    """Check every set under root against what its traces give; with write, mend what differs.
 
-    Runs nothing: a new claim, or a spec's new title or lesson, reaches every hardware set whose
-    traces are committed. Returns one row per summary that differs: {path, before, after} (its
-    claims); with write=False, changes nothing.
+    Runs nothing: every summary is measured again from its committed trace (numbers, ops, claims,
+    a spec's new title or lesson), and each set's diffs and manifest are rebuilt from those.
+    Returns one row per file that differs: {path, before, after} (for a summary, its claims).
+    BrokenSet names what cannot be mended: a trace or environment.json gone, a summary that is
+    not one, a root with no set.
     """
+    sets = layout.hardware_dirs(root)
+    if not sets:
+        raise BrokenSet(f"{root}: no hardware set here (a folder with {layout.MANIFEST})")
     changed = []
-    for hw in layout.hardware_dirs(root):
+    for hw in sets:
+        if not (hw / layout.ENVIRONMENT).is_file():
+            raise BrokenSet(f"{hw / layout.ENVIRONMENT} is missing: rerun the profile there")
         for vdir in layout.variant_dirs(hw):
-            path = vdir / layout.SUMMARY
-            summary = json.loads(path.read_text())
-            if not summary.get("available") or not (vdir / layout.TRACE).is_file():
-                continue
-            trace = read_trace(vdir / layout.TRACE)
-            fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
-                trace,
-                variant=summary["variant"],
-                device_type=summary["device_type"],
-                range_name=summary.get("range"),
-                base=summary,
-            )
-            refreshed = {k: fresh[k] for k in SPEC_FIELDS if k in fresh}
-            if any(summary.get(k) != v for k, v in refreshed.items()):
+            summary, fresh = _fresh_summary(vdir)
+            if summary != fresh:
+                path = vdir / layout.SUMMARY
                 changed.append(
                     {"path": path, "before": summary.get("claims"), "after": fresh.get("claims")}
                 )
                 if write:
-                    write_json(path, {**summary, **refreshed})
+                    write_json(path, fresh)
+        expected = {out: data for out, data in diffs_of(hw)}
+        for out in sorted(set(expected) | set((hw / layout.DIFF_DIR).glob("*.json"))):
+            stored = json.loads(out.read_text()) if out.is_file() else None
+            if stored != expected.get(out):
+                changed.append({"path": out, "before": None, "after": None})
+        index = hw / layout.MANIFEST
+        if not index.is_file() or json.loads(index.read_text()) != layout.manifest(hw):
+            changed.append({"path": index, "before": None, "after": None})
+        if write and changed and any(hw in Path(r["path"]).parents for r in changed):
+            write_overview(hw)
+            write_diffs(hw)
+            layout.write_manifest(hw)
     return changed

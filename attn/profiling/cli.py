@@ -26,7 +26,13 @@ from rich.table import Table
 import attn
 from attn import specs
 from attn.profiling import diagnose, layout
-from attn.profiling.analyze import ANALYSIS_STEPS, device_name_of, recheck, write_artifacts
+from attn.profiling.analyze import (
+    ANALYSIS_STEPS,
+    BrokenSet,
+    device_name_of,
+    recheck,
+    write_artifacts,
+)
 from attn.profiling.atomic import write_json
 from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
 from attn.profiling.diff import main as diff_main
@@ -307,7 +313,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "diagnose":
             return cmd_diagnose(args)
         return cmd_recheck(args, console)
-    except (ProfilingError, TraceFormatError, layout.RefusedFolder, OSError) as exc:
+    except (ProfilingError, TraceFormatError, layout.RefusedFolder, BrokenSet, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width (a full
         return 1  # disk too: what was being written is left out, the previous artifacts stay)
     except KeyboardInterrupt:

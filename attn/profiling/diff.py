@@ -224,21 +224,31 @@ def _ran(folder: Path) -> bool:
     )
 
 
+def diffs_of(hardware_folder: Path) -> list[tuple[Path, dict]]:
+    """(where, the diff with its Markdown) for each pair the specs name whose sides both ran."""
+    folder = Path(hardware_folder)
+    found = []
+    for a, b in specs.diff_pairs():
+        if _ran(folder / a) and _ran(folder / b):
+            data = diff(folder / a, folder / b)
+            data["markdown"] = render_diff(data)  # so the docs hook shows it without measuring code
+            found.append((folder / layout.DIFF_DIR / diff_name(a, b), data))
+    return found
+
+
 def write_diffs(hardware_folder: Path) -> list[Path]:
     """Write `<hardware>/diff/<a>__<b>.json` for each pair the specs name whose sides both ran there.
 
     A pair's earlier diff is removed when a side no longer ran, so no stale diff is shown.
     """
-    folder = Path(hardware_folder)
-    written = []
+    written = dict(diffs_of(hardware_folder))
     for a, b in specs.diff_pairs():
-        out = folder / layout.DIFF_DIR / diff_name(a, b)
-        if _ran(folder / a) and _ran(folder / b):
-            write_diff(folder / a, folder / b, out)
-            written.append(out)
+        out = Path(hardware_folder) / layout.DIFF_DIR / diff_name(a, b)
+        if out in written:
+            write_json(out, written[out])
         else:
             out.unlink(missing_ok=True)
-    return written
+    return list(written)
 
 
 # --- Markdown, for the docs hook -----------------------------------------------------------------
