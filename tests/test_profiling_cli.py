@@ -274,3 +274,15 @@ def test_recheck_after_a_trace_swap_rewrites_the_numbers(committed_set, tmp_path
     )
     assert naive["ops"] == inplace["ops"] and naive["cpu_time_us"] == inplace["cpu_time_us"]
     assert main(["recheck", str(root), "--check"]) == 0
+
+
+def test_impossible_event_data_is_one_line_naming_the_file(tmp_path, capsys):
+    def null_ts(events):
+        for e in events:
+            if e.get("name") == "aten::softmax":
+                e["ts"] = None
+
+    trace = write_trace(tmp_path / "t.json", null_ts)
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(trace) in line and "'aten::softmax' has ts None" in line

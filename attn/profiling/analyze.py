@@ -45,8 +45,7 @@ def summarize(
     """The summary of a trace (per-range counts and times, their means, claims) and its ranges."""
     trace = parse(trace)
     measured = per_forward(trace, range_name)
-    on_device = measured["kernels_per_forward"] is not None
-    device_type = device_type or ("cuda" if on_device else "cpu")
+    device_type = device_type or ("cuda" if trace.has_device_activity else "cpu")
     summary = {**(base or {}), "available": True, "device_type": device_type, **measured}
     if FIRST_CALLS_KEY in trace.raw:  # recorded by our harness beside the profiler's events
         summary["first_calls_seconds"] = trace.raw[FIRST_CALLS_KEY]
@@ -57,6 +56,8 @@ def summarize(
     if spec is not None:
         summary.update(title=spec.title, lesson=spec.lesson)
         summary["claims"] = evaluate(spec.trace_claims, device_type, Evidence(summary, fwds))
+        for claim in summary["claims"] if trace.problems else []:  # impossible data: no verdict
+            claim.update(holds=None, observed=f"cannot tell: {'; '.join(trace.problems)}")
     return summary, fwds
 
 
@@ -94,7 +95,7 @@ def write_artifacts(
     where = summary.get("device_name") or summary["device_type"]
     with atomic_folder(layout.check_replaceable(folder)) as out:
         progress(ANALYSIS_STEPS[1])
-        on_device = summary["kernels_per_forward"] is not None
+        on_device = summary["device_type"] != "cpu"
         (out / layout.TABLE_MD).write_text(markdown_table(fwds, on_device))
         if table_txt is not None:
             (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")

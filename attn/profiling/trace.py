@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import re
 import statistics
@@ -42,6 +43,7 @@ OLD_CATEGORIES = {  # torch 1.8-1.10 -> today
 }
 CPU_DEVICE_TYPE = 0  # "Device Type" of a [memory] event: c10::DeviceType, 0 CPU, 1 CUDA
 EPS_US = 1e-3  # timestamps are floats in microseconds
+MAX_TIME_US = 1e17  # about 3,000 years: a timestamp or duration past it is corrupt, not data
 
 
 class TraceFormatError(ValueError):
@@ -143,8 +145,37 @@ def _category(cat: str) -> str:
     return OLD_CATEGORIES.get(cat.lower(), cat) if cat[:1].isupper() else cat
 
 
+def _numbers(values: list, field: str, name_of, whole: bool = False) -> np.ndarray:
+    """A column of numbers; TraceFormatError naming the first event (`name_of(i)`) whose value is
+    not a finite number of a sane size (null, text, NaN, 1e300; for ids, a whole number)."""
+    try:
+        column = np.array(values, dtype=np.float64)  # numeric text, as old traces write, reads too
+    except (TypeError, ValueError, OverflowError):
+        column = np.array([_float(v) for v in values], dtype=np.float64)
+    bad = ~np.isfinite(column) | (np.abs(column) > MAX_TIME_US)
+    if whole:
+        bad |= column != np.round(column)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TraceFormatError(
+            f"event {name_of(i)!r} has {field} {values[i]!r}: not a number a trace can hold"
+        )
+    return column.astype(np.int64) if whole else column
+
+
+def _float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
 def _args(e: dict) -> dict:
-    args = e.get("args") or {}
+    args = e.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise TraceFormatError(f"event {e.get('name')!r} has args {args!r}: not an object")
     if "Input dims" in args and "Input Dims" not in args:  # torch 1.8 spelled it this way
         args = {**args, "Input Dims": args["Input dims"]}
     return args
@@ -157,13 +188,19 @@ class Trace:
     def __init__(self, raw: dict) -> None:
         self.raw = raw
         self._forwards: dict[tuple[str | None, bool], list[Forward]] = {}
-        found = [
-            e
-            for e in raw.get("traceEvents", [])
-            if type(e) is dict and e.get("ph") == "X" and "ts" in e
-        ]
-        ts = np.array([float(e["ts"]) for e in found], dtype=np.float64)
-        dur = np.array([float(e.get("dur", 0.0)) for e in found], dtype=np.float64)
+        complete = [e for e in raw.get("traceEvents", []) if type(e) is dict and e.get("ph") == "X"]
+        found = [e for e in complete if "ts" in e]
+        self.problems = []  # what makes counts untrustworthy: claims then cannot tell
+        if len(found) < len(complete):
+            self.problems.append(f"{len(complete) - len(found)} complete event(s) have no ts")
+        if untimed := sum("dur" not in e for e in found):
+            self.problems.append(f"{untimed} complete event(s) have no dur")
+        name_of = lambda i: found[i].get("name")  # noqa: E731
+        ts = _numbers([e["ts"] for e in found], "ts", name_of)
+        dur = _numbers([e.get("dur", 0.0) for e in found], "dur", name_of)
+        if len(found) and (dur < 0).any():
+            e = found[int(np.argmax(dur < 0))]
+            raise TraceFormatError(f"event {e.get('name')!r} has a negative dur ({e['dur']!r})")
         order = np.lexsort((-dur, ts))
         found = [found[i] for i in order]
         self.ts, self.dur = ts[order], dur[order]
@@ -182,9 +219,25 @@ class Trace:
         )
         self.threads = list(threads)  # (pid, tid) of each thread index
         correlations = [a.get("correlation") for a in self.args]  # -1: none
-        self.correlation = np.array([-1 if c is None else int(c) for c in correlations], np.int64)
+        self.correlation = _numbers(
+            [-1 if c is None else c for c in correlations],
+            "correlation",
+            self.name.__getitem__,
+            True,
+        )
         self.is_device = self.rows_where(lambda cat, name: cat in DEVICE_CATEGORIES)
         self.is_runtime = self.rows_where(lambda cat, name: cat in RUNTIME_CATEGORIES)
+        # Device work is tied to its launch by correlation id: when ids repeat among launches, or
+        # no device event finds its launch, per-range device counts would be made up.
+        launches = self.correlation[self.is_runtime & (self.correlation >= 0)]
+        shared = len(launches) - len(np.unique(launches))
+        device = self.correlation[self.is_device]
+        lost = len(device) and not np.isin(device, launches).any()
+        if shared:
+            self.problems.append(f"{shared} runtime call(s) reuse another's correlation id")
+        if lost:
+            self.problems.append(f"none of the {len(device)} device events has its launch")
+        self.device_counts_known = not (shared or lost)
 
     def rows_where(self, test) -> np.ndarray:
         """A boolean column: `test(cat, name)` of every row."""
@@ -323,11 +376,12 @@ def parse(trace: dict | Trace) -> Trace:
 
 
 def read_trace(path: Path | str) -> Trace:
+    """A trace file as a table; TraceFormatError naming the file and the problem."""
     raw = load_trace(path)
     try:
         return Trace(raw)
-    except (TypeError, ValueError) as e:  # an event whose ts, dur or correlation is no number
-        raise TraceFormatError(f"{path}: an event that cannot be read ({e})") from e
+    except (TypeError, ValueError) as e:  # TraceFormatError names the event and its field
+        raise TraceFormatError(f"{path}: {e}") from e
 
 
 # --- what a range holds ---------------------------------------------------------------------
@@ -425,7 +479,7 @@ def per_forward(
         wanted = range_name or f"{FORWARD_RANGE!r} or {STEP_PREFIX}N"
         raise TraceFormatError(f"the trace holds no {wanted} range")
     rows = [range_counts(f) for f in fwds]
-    on_device = trace.has_device_activity
+    on_device = trace.has_device_activity and trace.device_counts_known  # else: cannot tell
     directions = sorted({d for r in rows for d in r["memcpy"]})
 
     def mean_of(key: str) -> float | None:
@@ -450,7 +504,7 @@ def per_forward(
         "kernels": [e.name for e in first.of_kind(KERNEL)],
         "ops": [e.name for e in top_level(first)],
         "ranges": rows,
-    }
+    } | ({"problems": trace.problems} if trace.problems else {})
 
 
 def top_level(forward: Forward) -> list[Event]:
