@@ -276,3 +276,46 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
     with pytest.raises(ProfilingError):
         run_module.profile_example(attn.get_variant("naive"), [str(failing)], TINY, out)
     assert not list((out / "cpu").glob(".*"))
+
+
+@pytest.mark.parametrize(
+    ("value", "someone"),
+    [
+        ("file:///home/bob.jones/p/model.py", "bob.jones"),
+        ("/home/bob.jones/p/model.py(12): forward", "bob.jones"),
+        ("/Users/bob/p/model.py", "bob"),
+        ("C:\\Users\\bob\\p\\model.py", "bob"),
+        ("\\\\fileserver7\\share\\model.py", "fileserver7"),
+    ],
+    ids=["file URL", "another user's home", "macOS home", "Windows home", "UNC path"],
+)
+def test_scrubbing_covers_every_form_of_path(tmp_path, value, someone):
+    """Paths of another machine, not only this one's: a trace is often taken elsewhere."""
+    from attn.profiling.scrub import Scrubber, write_trace
+
+    trace = {"traceEvents": [{"name": "x", "ph": "X", "args": {"file": value, value: 1}}]}
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[]))
+    text = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
+    assert someone not in text and "<redacted>" in text  # the value, and the key it names
+
+
+def test_host_addresses_are_dropped_wherever_they_are(tmp_path):
+    trace = {
+        "distributedInfo": {"backend": "nccl", "master_addr": "gpu-box-17.example.org"},
+        "traceEvents": [{"name": "x", "ph": "X", "args": {"master_addr": "10.1.2.3"}}],
+    }
+    clean = scrub_trace(trace, paths=[], names=[])
+    text = json.dumps(clean)
+    assert "gpu-box-17" not in text and "10.1.2.3" not in text and "nccl" in text
+
+
+def test_op_names_holding_paths_are_scrubbed_in_the_summary_too(tmp_path):
+    from attn.profiling.analyze import write_artifacts
+
+    trace = json.loads((Path(__file__).parent / "fixtures" / "cuda_naive_trace.json").read_text())
+    for e in trace["traceEvents"]:
+        if e.get("name") == "aten::softmax":
+            e["name"] = "/home/bob.jones/p/model.py(12): softmax"
+    write_artifacts(trace, tmp_path / "x")
+    for name in ("summary.json", "table.md"):
+        assert "bob.jones" not in (tmp_path / "x" / name).read_text(), name

@@ -20,7 +20,7 @@ from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
 from attn.profiling.diff import diffs_of, write_diffs
 from attn.profiling.overview import write_overview
-from attn.profiling.scrub import write_trace
+from attn.profiling.scrub import Scrubber, write_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
 from attn.profiling.trace import Forward, Trace, parse, per_forward, read_trace
@@ -93,17 +93,19 @@ def write_artifacts(
     )
     name = summary.get("variant") or Path(folder).name
     where = summary.get("device_name") or summary["device_type"]
+    scrubber = Scrubber()  # what is published names no local path, the summary's op names included
     with atomic_folder(layout.check_replaceable(folder)) as out:
         progress(ANALYSIS_STEPS[1])
         on_device = summary["device_type"] != "cpu"
-        (out / layout.TABLE_MD).write_text(markdown_table(fwds, on_device))
+        (out / layout.TABLE_MD).write_text(scrubber.text(markdown_table(fwds, on_device)))
         if table_txt is not None:
             (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")
         progress(ANALYSIS_STEPS[2])
         title = f"{name} on {where}: one {summary['range']}"
         draw_timeline(fwds, title, out / layout.TIMELINE, focus=focus(summary, trace))
         progress(ANALYSIS_STEPS[3])
-        write_trace(trace.raw, out / layout.TRACE)  # scrubbed: measuring read the raw trace
+        write_trace(trace.raw, out / layout.TRACE, scrubber)  # measuring read the raw trace
+        summary = scrubber.value(summary)
         (out / layout.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

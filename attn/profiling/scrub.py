@@ -23,9 +23,16 @@ import orjson
 
 REDACTED = "<redacted>"
 CHUNK = 20_000  # events scrubbed and written at a time
-HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename"}  # dropped wherever they appear
-# An absolute POSIX or Windows path inside any string: a run of path characters after / or C:\.
-PATH_LIKE = re.compile(r"(?:(?<![\w.])[A-Za-z]:\\|(?<![\w.:/])/)[^\s\"'<>|,;()\[\]{}]+")
+# Dropped wherever they appear: host names, and addresses such as distributedInfo.master_addr.
+HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename", "master_addr", "addr", "ip"}
+# An absolute path inside any string: a run of path characters after / (file:// URLs' too), after
+# C:\ or after \\ (a UNC path: \\server\share).
+PATH_LIKE = re.compile(
+    r"(?:(?<![\w.])[A-Za-z]:\\|(?<![\w.:/\\])\\\\(?=\w)|(?<![\w.:/])/|(?<=file://)/)"
+    r"[^\s\"'<>|,;()\[\]{}]+"
+)
+# Whoever's home it is: the user folder after /home/, /Users/ or C:\Users\, and a UNC server.
+SOMEONE = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\]+|(?<=[/\\]users[/\\])[^/\\]+|(?<=^\\\\)[^\\]+")
 
 
 def local_names() -> list[str]:
@@ -74,7 +81,13 @@ class Scrubber:
         found = [
             orjson.dumps(t.lower())[1:-1] for t in [*self.paths, *names]
         ]  # as JSON spells them
-        return found + [orjson.dumps(k) + b":" for k in HOST_KEYS]
+        others = [
+            b"/home/",
+            b"/users/",
+            b"\\\\users\\\\",
+            b"\\\\\\\\",
+        ]  # SOMEONE, as JSON spells it
+        return found + others + [orjson.dumps(k) + b":" for k in HOST_KEYS]
 
     def events(self, events: list) -> bytes:
         """The events as JSON text (comma-separated, unbracketed), scrubbed: each is dumped as it
@@ -91,6 +104,7 @@ class Scrubber:
     def path(self, text: str) -> str:
         for folder in self.paths:
             text = text.replace(folder, REDACTED)
+        text = SOMEONE.sub(REDACTED, text)
         return self.name.sub(REDACTED, text) if self.name else text
 
     def text(self, value: str) -> str:
@@ -104,8 +118,12 @@ class Scrubber:
             return self.text(value) if "/" in value or "\\" in value else value
         if kind is list:
             return [self.value(v) for v in value]
-        if kind is dict:
-            return {k: self.value(v) for k, v in value.items() if str(k).lower() not in HOST_KEYS}
+        if kind is dict:  # keys too: a trace may key a table by file path
+            return {
+                self.value(k): self.value(v)
+                for k, v in value.items()
+                if str(k).lower() not in HOST_KEYS
+            }
         return value
 
 
