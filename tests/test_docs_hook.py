@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import PIL.Image
 import pytest
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
@@ -41,7 +43,16 @@ sets = sys.modules["profile_sets"]
 
 TIMELINE = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
 TABLE = "| Name | Self CPU | CPU total | Calls |\n|---|---:|---:|---:|\n| `aten::bmm` | 1 ms | 1 ms | 6 |\n"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32  # enough for the hook: it checks the signature
+
+
+def _png() -> bytes:
+    """A whole 2x2 picture: the hook opens each PNG, a signature alone is refused."""
+    buffer = io.BytesIO()
+    PIL.Image.new("RGB", (2, 2)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+PNG = _png()
 SETS = {
     "cpu": {"device_name": "Fake CPU Model", "device_type": "cpu", "cuda_version": None},
     "nvidia-h200": {"device_name": "NVIDIA H200", "device_type": "cuda", "cuda_version": "12.8"},
