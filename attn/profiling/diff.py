@@ -35,6 +35,18 @@ TOTALS = (
 _EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
+def _summary(path: Path) -> dict:
+    """A variant's summary; TraceFormatError naming the file when it is not one."""
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as e:
+        raise TraceFormatError(f"{path}: not JSON ({e})") from e
+    counts = int | float | dict | type(None)  # memcpy is counted by direction
+    if not isinstance(summary, dict) or any(not isinstance(summary.get(k), counts) for k in TOTALS):
+        raise TraceFormatError(f"{path}: not a summary (rerun the profile, or diff the traces)")
+    return summary
+
+
 def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
     """(what to show of it, its forwards) for a variant folder or a trace file."""
     path = Path(path)
@@ -44,7 +56,7 @@ def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
         if not trace_path.is_file():
             raise TraceFormatError(f"{path}: no {layout.TRACE} (not a variant folder)")
         if (path / layout.SUMMARY).is_file():
-            summary = json.loads((path / layout.SUMMARY).read_text())
+            summary = _summary(path / layout.SUMMARY)
         label = path.name
     else:
         trace_path, label = path, path.name.split(".")[0]
@@ -343,13 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         data = diff(args.a, args.b, args.range)
-    except TraceFormatError as exc:
+        print_diff(data, args.all)
+        if args.out:
+            write_json(args.out, data)
+            print(f"written: {args.out}")
+    except (TraceFormatError, OSError) as exc:  # a bad --out too: one line, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print_diff(data, args.all)
-    if args.out:
-        write_json(args.out, data)
-        print(f"written: {args.out}")
     return 0
 
 
