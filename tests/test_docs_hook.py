@@ -538,3 +538,42 @@ def test_every_public_trace_is_shown_by_its_chapter():
     for public in specs.PUBLIC:
         page = (ROOT / "docs" / public.chapter).read_text(encoding="utf-8")
         assert f"<!-- profile-public: {public.folder} -->" in page, public.chapter
+
+
+def test_a_device_name_with_quotes_and_tags_is_shown_as_text(tmp_path):
+    """Anything read from a contributed set is text: it broke the Perfetto button's attribute
+    and landed as raw HTML in the tab label."""
+    import html.parser
+
+    import markdown
+
+    name = 'NVIDIA "H200" <b>x</b>'
+    root = write_fake_profiles(tmp_path / "profiles")
+    gpu = root / "nvidia-h200"
+    for path in (gpu / "environment.json", gpu / "naive/summary.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "device_name": name}))
+    layout.write_manifest(gpu)
+    page = markdown.markdown(
+        expand("<!-- profile: naive -->", "naive.md", root),
+        extensions=["admonition", "attr_list", "tables", "pymdownx.superfences",
+                    "pymdownx.tabbed"],
+        extension_configs={"pymdownx.tabbed": {"alternate_style": True}},
+    )  # fmt: skip
+
+    class Reader(html.parser.HTMLParser):
+        tags, titles, labels, label = set(), [], [], False
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+            self.titles += [v for k, v in attrs if k == "data-perfetto-title"]
+            self.label = tag == "label"
+
+        def handle_data(self, data):
+            self.labels += [data] if self.label else []
+            self.label = False
+
+    reader = Reader()
+    reader.feed(page)
+    assert "b" not in reader.tags  # no element made of the name
+    assert name in reader.labels  # the tab says it as it is
+    assert any(name in t for t in reader.titles)
