@@ -19,7 +19,7 @@ from attn.profiling.backward import summarize_backward
 from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
 from attn.profiling.diff import diffs_of, write_diffs
-from attn.profiling.overview import write_overview
+from attn.profiling.overview import is_current, write_overview
 from attn.profiling.scrub import Scrubber, write_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
@@ -147,7 +147,8 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
     """Check every set under root against what its traces give; with write, mend what differs.
 
     Runs nothing: every summary is measured again from its committed trace (numbers, ops, claims,
-    a spec's new title or lesson), and each set's diffs and manifest are rebuilt from those.
+    a spec's new title or lesson), and each set's diffs, manifest and overview checked against
+    those.
     Returns one row per file that differs: {path, before, after} (for a summary, its claims).
     BrokenSet names what cannot be mended: a trace or environment.json gone, a summary that is
     not one, a root with no set.
@@ -173,6 +174,8 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
             stored = json.loads(out.read_text()) if out.is_file() else None
             if stored != expected.get(out):
                 changed.append({"path": out, "before": None, "after": None})
+        if not is_current(hw):  # a run killed before redrawing it
+            changed.append({"path": hw / layout.OVERVIEW, "before": None, "after": None})
         index = hw / layout.MANIFEST
         if not index.is_file() or json.loads(index.read_text()) != layout.manifest(hw):
             changed.append({"path": index, "before": None, "after": None})
