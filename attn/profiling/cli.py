@@ -272,7 +272,7 @@ def parser() -> argparse.ArgumentParser:
     dg_p.add_argument("trace", type=Path, metavar="TRACE")
     dg_p.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
 
-    re_p = sub.add_parser("recheck", help="re-evaluate claims against committed traces")
+    re_p = sub.add_parser("recheck", help="measure the committed traces again; mend what differs")
     re_p.add_argument("root", nargs="?", type=Path, default=Path("profiles"))
     re_p.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if any file differs"
