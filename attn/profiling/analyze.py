@@ -113,7 +113,8 @@ def write_artifacts(
 SPEC_FIELDS = ("claims", "title", "lesson")  # from the specs; the rest of these from the trace
 MEASURED = (*SPEC_FIELDS, "range", "forwards", "cpu_time_us", "device_time_us", "ops_per_forward",
             "kernels_per_forward", "memcpy_per_forward", "memset_per_forward",
-            "launches_per_forward", "peak_memory_bytes", "kernels", "ops", "ranges", "problems")  # fmt: skip
+            "launches_per_forward", "peak_memory_bytes", "kernels", "ops", "ranges", "problems",
+            "backward")  # fmt: skip
 
 
 class BrokenSet(ValueError):
