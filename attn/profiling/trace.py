@@ -381,7 +381,7 @@ def read_trace(path: Path | str) -> Trace:
     try:
         return Trace(raw)
     except (TypeError, ValueError) as e:  # TraceFormatError names the event and its field
-        raise TraceFormatError(f"{path}: {e}") from e
+        raise TraceFormatError(f"{path}: an event that cannot be read ({e})") from e
 
 
 # --- what a range holds ---------------------------------------------------------------------
