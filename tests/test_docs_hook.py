@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import PIL.Image
 import pytest
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
@@ -41,7 +43,16 @@ sets = sys.modules["profile_sets"]
 
 TIMELINE = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
 TABLE = "| Name | Self CPU | CPU total | Calls |\n|---|---:|---:|---:|\n| `aten::bmm` | 1 ms | 1 ms | 6 |\n"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32  # enough for the hook: it checks the signature
+
+
+def _png() -> bytes:
+    """A whole 2x2 picture: the hook opens each PNG, a signature alone is refused."""
+    buffer = io.BytesIO()
+    PIL.Image.new("RGB", (2, 2)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+PNG = _png()
 SETS = {
     "cpu": {"device_name": "Fake CPU Model", "device_type": "cpu", "cuda_version": None},
     "nvidia-h200": {"device_name": "NVIDIA H200", "device_type": "cuda", "cuda_version": "12.8"},
@@ -525,3 +536,42 @@ def test_every_public_trace_is_shown_by_its_chapter():
     for public in specs.PUBLIC:
         page = (ROOT / "docs" / public.chapter).read_text(encoding="utf-8")
         assert f"<!-- profile-public: {public.folder} -->" in page, public.chapter
+
+
+def test_a_device_name_with_quotes_and_tags_is_shown_as_text(tmp_path):
+    """Anything read from a contributed set is text: it broke the Perfetto button's attribute
+    and landed as raw HTML in the tab label."""
+    import html.parser
+
+    import markdown
+
+    name = 'NVIDIA "H200" <b>x</b>'
+    root = write_fake_profiles(tmp_path / "profiles")
+    gpu = root / "nvidia-h200"
+    for path in (gpu / "environment.json", gpu / "naive/summary.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "device_name": name}))
+    layout.write_manifest(gpu)
+    page = markdown.markdown(
+        expand("<!-- profile: naive -->", "naive.md", root),
+        extensions=["admonition", "attr_list", "tables", "pymdownx.superfences",
+                    "pymdownx.tabbed"],
+        extension_configs={"pymdownx.tabbed": {"alternate_style": True}},
+    )  # fmt: skip
+
+    class Reader(html.parser.HTMLParser):
+        tags, titles, labels, label = set(), [], [], False
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+            self.titles += [v for k, v in attrs if k == "data-perfetto-title"]
+            self.label = tag == "label"
+
+        def handle_data(self, data):
+            self.labels += [data] if self.label else []
+            self.label = False
+
+    reader = Reader()
+    reader.feed(page)
+    assert "b" not in reader.tags  # no element made of the name
+    assert name in reader.labels  # the tab says it as it is
+    assert any(name in t for t in reader.titles)

@@ -1,6 +1,7 @@
 """docs/hooks/profile_sets.py: the docs hook refuses a broken profile set in one line naming the
 file, and publishes no rows without profiles. Each case breaks a copy of the committed CPU set."""
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -100,3 +101,42 @@ def test_folders_without_a_manifest_are_not_sets(profiles):
     (profiles / "scratch").mkdir()
     (profiles / "scratch/notes.txt").write_text("not a set")
     assert [h["slug"] for h in sets.hardware_sets(profiles)] == ["cpu"]
+
+
+@pytest.mark.parametrize("folder", ["my cpu", "cpu#2", "it's", 'cpu"2"', "CPU"])
+def test_a_set_folder_that_cannot_be_linked_is_refused_by_name(profiles, folder):
+    """A '#' broke 8 links and the strict build passed; spaces or quotes made a tab that could
+    not be selected."""
+    shutil.copytree(profiles / "cpu", profiles / folder)
+    message = refused(profiles)
+    assert str(profiles / folder) in message and "cannot be a set's folder" in message
+
+
+def test_two_sets_of_one_device_get_tabs_told_apart(profiles):
+    shutil.copytree(profiles / "cpu", profiles / "cpu-laptop")
+    titles = [h["title"] for h in sets.hardware_sets(profiles)]
+    assert len(set(titles)) == 2 and any("cpu-laptop" in t for t in titles)
+
+
+def test_a_device_name_is_text_wherever_the_site_shows_it(profiles):
+    name = 'NVIDIA "H200" <b>x</b>'
+    for file in ("environment.json", "index.json"):
+        path = profiles / "cpu" / file
+        data = {**json.loads(path.read_text()), "device_name": name, "device_type": "cuda"}
+        path.write_text(json.dumps(data))
+    (hw,) = sets.hardware_sets(profiles)
+    for shown in (hw["title"], hw["env"]["device_name"]):
+        assert "<b>" not in shown and '"' not in shown and "H200" in shown
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("viewer.png", b"\x89PNG\r\n\x1a\n"),  # a signature, no picture
+        ("trace.json.gz", gzip.compress(b'{"hello": 1}')),  # JSON, not a trace
+    ],
+    ids=["8-byte PNG", "not a trace"],
+)
+def test_an_artifact_that_only_looks_whole_is_refused(profiles, name, content):
+    (profiles / "cpu/naive" / name).write_bytes(content)
+    assert f"naive/{name} is broken" in refused(profiles)

@@ -143,3 +143,47 @@ def test_sigterm_ends_a_run_without_a_traceback_and_leaves_no_scratch(tmp_path):
     assert "Traceback" not in err
     cpu = tmp_path / "cpu"
     assert not cpu.exists() or not [p for p in cpu.iterdir() if p.name.startswith(".")]
+
+
+def test_files_and_folders_follow_the_umask(tmp_path):
+    """tempfile makes scratch private (0600, 0700); what is published must be readable as any
+    file the user writes is."""
+    old = os.umask(0o022)
+    try:
+        with atomic_folder(tmp_path / "set") as out:
+            (out / "a.txt").write_text("x")
+        write_json(tmp_path / "b.json", {})
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"set": 0o755, "b.json": 0o644}
+
+
+def test_two_writers_swapping_one_folder_never_fail_nor_leave_it_missing(tmp_path):
+    dest, errors, missing, done = tmp_path / "set", [], [], threading.Event()
+
+    def writer(tag: str) -> None:
+        for i in range(150):
+            try:
+                with atomic_folder(dest) as out:
+                    (out / "summary.json").write_text(json.dumps({"by": tag, "i": i}))
+            except OSError as e:
+                errors.append(e)
+
+    def reader() -> None:
+        while not done.is_set():
+            if not (dest / "summary.json").exists():
+                missing.append(1)
+
+    with atomic_folder(dest) as out:
+        (out / "summary.json").write_text("{}")
+    threads = [threading.Thread(target=writer, args=(t,)) for t in "ab"]
+    watcher = threading.Thread(target=reader)
+    for t in [watcher, *threads]:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    watcher.join()
+    assert (errors, len(missing)) == ([], 0)
+    assert [p.name for p in tmp_path.iterdir()] == ["set"]  # no scratch left

@@ -72,3 +72,13 @@ def test_bad_values_are_refused_in_one_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         benchmark.main(argv)
     assert exit_.value.code == 2 and argv[0] in capsys.readouterr().err
+
+
+def test_no_runnable_variant_leaves_the_previous_rows(tmp_path, capsys):
+    rows = tmp_path / "cpu" / "benchmark.json"
+    rows.parent.mkdir()
+    rows.write_text('[{"variant": "kept"}]\n')
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--variants", "sdpa_efficient"]
+    assert benchmark.main([*argv, "--seqs", "64", "--head-dims", "32", "--repeats", "1"]) == 1
+    assert rows.read_text() == '[{"variant": "kept"}]\n'
+    assert "sdpa_efficient" in capsys.readouterr().err

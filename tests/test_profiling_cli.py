@@ -1,6 +1,9 @@
 """`python -m attn.profiling`: its subcommands, and one line naming the flag for every bad flag."""
 
+import errno
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,170 @@ def test_recheck_reports_and_fixes_a_stale_claim(tmp_path):
     assert main(["recheck", str(tmp_path)]) == 0  # rewrites it from the committed trace
     assert json.loads(path.read_text())["claims"] == fresh
     assert main(["recheck", str(tmp_path), "--check"]) == 0
+
+
+CUDA_FIXTURE = ROOT / "tests" / "fixtures" / "cuda_naive_trace.json"
+
+
+def write_trace(path: Path, edit=None) -> Path:
+    """The CUDA fixture at `path`, after `edit(events)` if given."""
+    trace = json.loads(CUDA_FIXTURE.read_text())
+    if edit is not None:
+        edit(trace["traceEvents"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(trace))
+    return path
+
+
+def test_analyze_refuses_to_replace_a_folder_it_did_not_write(tmp_path, capsys):
+    """An example's folder holds its raw trace and table (and here a file of the user's): analysing
+    that trace with --out at its parent would have replaced the folder, and lost all three."""
+    runs = tmp_path / "runs"
+    trace = write_trace(runs / "naive" / "trace.json")
+    (runs / "naive" / "table.txt").write_text("the profiler's table\n")
+    (runs / "naive" / "notes.md").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in (runs / "naive").iterdir()}
+    assert main(["analyze", str(trace), "--variant", "naive", "--out", str(runs)]) == 1
+    assert "did not write" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in (runs / "naive").iterdir()} == before
+
+
+def test_analyze_replaces_a_folder_it_wrote(tmp_path):
+    trace = write_trace(tmp_path / "trace.json")
+    for _ in range(2):
+        assert main(["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "naive" / "summary.json").read_text())["variant"] == "naive"
+
+
+def test_two_traces_of_one_name_get_a_folder_each(tmp_path, capsys):
+    """Every example writes trace.json.gz: two analysed together must not land in one folder."""
+
+    def longer(events):  # every kernel of the second trace twice as long
+        for e in events:
+            if e.get("cat") == "kernel":
+                e["dur"] *= 2
+
+    a = write_trace(tmp_path / "a" / "trace.json")
+    b = write_trace(tmp_path / "b" / "trace.json", longer)
+    out = tmp_path / "out"
+    assert main(["analyze", str(a), str(b), "--out", str(out)]) == 0
+    times = [json.loads((out / n / "summary.json").read_text()) for n in ("a-trace", "b-trace")]
+    assert times[1]["device_time_us"] > times[0]["device_time_us"]
+    assert times[0]["source"] == times[1]["source"] == "trace.json"
+
+
+@pytest.mark.parametrize("markup", ["[bold red]", "[link=x]"])
+def test_names_holding_rich_markup_print_as_text(tmp_path, markup, capsys):
+    """A trace's name reaches the console; rich would take it for markup and swallow it."""
+    trace = write_trace(tmp_path / f"{markup}x.json")
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 0
+    assert f"{markup}x: 2 range(s)" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_previous_set(tmp_path, monkeypatch, capsys):
+    from attn.profiling import analyze
+
+    trace = write_trace(tmp_path / "trace.json")
+    argv = ["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    before = (tmp_path / "naive" / "summary.json").read_text()
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(analyze, "write_trace", full)
+    assert main(argv) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("No space left on device")
+    assert (tmp_path / "naive" / "summary.json").read_text() == before
+
+
+@pytest.fixture(scope="module")
+def committed_set(tmp_path_factory):
+    """Two variants of the committed CPU set, with their environment, diff and manifest."""
+    root = tmp_path_factory.mktemp("profiles")
+    cpu = root / "cpu"
+    cpu.mkdir()
+    for name in ("naive", "inplace", "environment.json"):
+        source = ROOT / "profiles" / "cpu" / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, cpu / name)
+    assert main(["recheck", str(root)]) == 0  # its manifest and diff, for these two
+    assert main(["recheck", str(root), "--check"]) == 0
+    return root
+
+
+def edit_json(path: Path, **changes) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def stale_overview(path: Path) -> None:
+    """The overview as a run killed before redrawing it leaves it: other times on the bars."""
+    path.write_text(re.sub(r">[0-9.]+ ms<", ">1.23 ms<", path.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (lambda cpu: (cpu / "naive" / "trace.json.gz").unlink(), "naive/trace.json.gz"),
+        (lambda cpu: edit_json(cpu / "naive/summary.json", cpu_time_us=1.0), "naive/summary.json"),
+        (lambda cpu: edit_json(cpu / "naive/summary.json", ops=["aten::mm"]), "naive/summary.json"),
+        (lambda cpu: edit_json(cpu / "naive/summary.json", shape={}), "cpu/index.json"),
+        (lambda cpu: (cpu / "naive/summary.json").write_text("{}"), "naive/summary.json"),
+        (lambda cpu: (cpu / "index.json").unlink(), "cpu/index.json"),
+        (lambda cpu: edit_json(cpu / "index.json", variants={}), "cpu/index.json"),
+        (lambda cpu: (cpu / "environment.json").unlink(), "cpu/environment.json"),
+        (lambda cpu: edit_json(cpu / "diff/naive__inplace.json", a="x"), "naive__inplace.json"),
+        (lambda cpu: (cpu / "diff/naive__inplace.json").unlink(), "naive__inplace.json"),
+        (lambda cpu: (cpu / "overview.svg").unlink(), "cpu/overview.svg"),
+        (lambda cpu: stale_overview(cpu / "overview.svg"), "cpu/overview.svg"),
+        (lambda cpu: shutil.rmtree(cpu), "no hardware set"),
+    ],
+    ids=[
+        "trace gone",
+        "numbers",
+        "ops",
+        "shape",
+        "empty summary",
+        "index gone",
+        "index edited",
+        "environment gone",
+        "diff edited",
+        "diff gone",
+        "overview gone",
+        "overview stale",
+        "no set",
+    ],  # fmt: skip
+)
+def test_recheck_check_fails_on_any_difference_naming_the_file(
+    committed_set, tmp_path, tamper, named, capsys
+):
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    tamper(root / "cpu")
+    assert main(["recheck", str(root), "--check"]) == 1
+    said = capsys.readouterr()
+    assert named in (said.out + said.err).replace("\n", "")
+
+
+def test_recheck_after_a_trace_swap_rewrites_the_numbers(committed_set, tmp_path):
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    cpu = root / "cpu"
+    shutil.copy(cpu / "inplace/trace.json.gz", cpu / "naive/trace.json.gz")
+    assert main(["recheck", str(root)]) == 0
+    naive, inplace = (
+        json.loads((cpu / n / "summary.json").read_text()) for n in ("naive", "inplace")
+    )
+    assert naive["ops"] == inplace["ops"] and naive["cpu_time_us"] == inplace["cpu_time_us"]
+    assert main(["recheck", str(root), "--check"]) == 0
+
+
+def test_impossible_event_data_is_one_line_naming_the_file(tmp_path, capsys):
+    def null_ts(events):
+        for e in events:
+            if e.get("name") == "aten::softmax":
+                e["ts"] = None
+
+    trace = write_trace(tmp_path / "t.json", null_ts)
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(trace) in line and "'aten::softmax' has ts None" in line

@@ -251,3 +251,20 @@ def test_command_line_names_a_bad_input(tmp_path, capsys):
     assert "nope.json" in capsys.readouterr().err
     with pytest.raises(TraceFormatError, match="no trace.json.gz"):
         diff(tmp_path, tmp_path)
+
+
+@pytest.mark.parametrize("summary", ["nope", "[]", '{"cpu_time_us": "fast"}'])
+def test_command_line_names_a_summary_that_is_not_one(pair, tmp_path, summary, capsys):
+    a, b = pair
+    bad = tmp_path / "bad"
+    write_artifacts(json.loads(a.read_text()), bad)
+    (bad / "summary.json").write_text(summary)
+    assert main([str(bad), str(b)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(bad / "summary.json") in line
+
+
+def test_command_line_names_an_out_it_cannot_write(pair, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    assert main([*map(str, pair), "--out", str(tmp_path / "a-file" / "d.json")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error:")

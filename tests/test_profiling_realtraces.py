@@ -5,6 +5,7 @@ counter written straight from the raw JSON that shares no code with attn.profili
 """
 
 import gzip
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from attn import specs
 from attn.profiling import cli
 from attn.profiling.checks import Evidence, evaluate
+from attn.profiling.table import markdown_table
 from attn.profiling.trace import forwards, load_trace, per_forward
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -134,3 +136,25 @@ def test_a_file_that_is_not_a_trace_is_refused_in_one_line(tmp_path, capsys):
     assert cli.main(["analyze", str(bad), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err.strip()
     assert "not a Chrome trace" in err and "Traceback" not in err
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def counts_of(folder: str, range_name: str | None) -> dict:
+    """Everything per_forward reports and the table.md rows, names lists and table as digests."""
+    trace = trace_of(folder)
+    summary = per_forward(trace, range_name)
+    table = markdown_table(forwards(trace, range_name), summary["kernels_per_forward"] is not None)
+    found = {k: v for k, v in summary.items() if k not in ("kernels", "ops")}
+    digests = {"kernels": summary["kernels"], "ops": summary["ops"], "table_md": table}
+    return found | {f"{k}_sha256": _digest(v) for k, v in digests.items()}
+
+
+@pytest.mark.parametrize(("folder", "range_name"), sorted({(c[0], c[1]) for c in CASES}, key=str))
+def test_counts_and_times_are_those_recorded_before_the_columns_rewrite(folder, range_name):
+    """tests/fixtures/realtraces_counts.json was written by counts_of() with the analyser of commit
+    e772144 (before traces were read into columns): every number, to the last bit, stays."""
+    recorded = json.loads((REAL.parent / "realtraces_counts.json").read_text())
+    assert counts_of(folder, range_name) == recorded[f"{folder} {range_name or ''}".strip()]

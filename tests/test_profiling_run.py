@@ -4,7 +4,10 @@ import getpass
 import gzip
 import json
 import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -231,3 +234,88 @@ def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_go
     assert custom["available"] is False and "300" in custom["reason"]
     assert custom["shape"]["head_dim"] == 300  # labelled with the run that refused it
     assert json.loads((tmp_path / "cpu/naive/summary.json").read_text())["available"] is True
+
+
+def _alive(pid: int) -> bool:
+    """Running (not ended, nor a zombie waiting to be reaped)."""
+    try:
+        return " Z " not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:4]
+    except FileNotFoundError:
+        return False
+
+
+PARENT = """import sys; from pathlib import Path; import attn
+from attn.profiling.config import ProfileConfig; from attn.profiling.run import profile_example
+config = ProfileConfig(batch=1, heads=1, seq_q=8, seq_k=8, head_dim=8)
+profile_example(attn.get_variant("naive"), [sys.argv[1]], config, Path(sys.argv[2]))"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp_path):
+    hanging = tmp_path / "hangs.py"  # an example that says who it is, then takes forever
+    hanging.write_text(
+        "import os, pathlib, sys, time\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "(out / 'pid').write_text(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    out = tmp_path / "out"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(hanging), str(out)])
+    deadline = time.monotonic() + 120
+    while not list(out.glob("cpu/.*/pid")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (pid_file,) = out.glob("cpu/.*/pid")  # the scratch is beside the set, not in /tmp
+    parent.kill()
+    parent.wait()
+    child = int(pid_file.read_text())
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+    failing = tmp_path / "fails.py"
+    failing.write_text("raise SystemExit(3)\n")
+    with pytest.raises(ProfilingError):
+        run_module.profile_example(attn.get_variant("naive"), [str(failing)], TINY, out)
+    assert not list((out / "cpu").glob(".*"))
+
+
+@pytest.mark.parametrize(
+    ("value", "someone"),
+    [
+        ("file:///home/bob.jones/p/model.py", "bob.jones"),
+        ("/home/bob.jones/p/model.py(12): forward", "bob.jones"),
+        ("/Users/bob/p/model.py", "bob"),
+        ("C:\\Users\\bob\\p\\model.py", "bob"),
+        ("\\\\fileserver7\\share\\model.py", "fileserver7"),
+    ],
+    ids=["file URL", "another user's home", "macOS home", "Windows home", "UNC path"],
+)
+def test_scrubbing_covers_every_form_of_path(tmp_path, value, someone):
+    """Paths of another machine, not only this one's: a trace is often taken elsewhere."""
+    from attn.profiling.scrub import Scrubber, write_trace
+
+    trace = {"traceEvents": [{"name": "x", "ph": "X", "args": {"file": value, value: 1}}]}
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[]))
+    text = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
+    assert someone not in text and "<redacted>" in text  # the value, and the key it names
+
+
+def test_host_addresses_are_dropped_wherever_they_are(tmp_path):
+    trace = {
+        "distributedInfo": {"backend": "nccl", "master_addr": "gpu-box-17.example.org"},
+        "traceEvents": [{"name": "x", "ph": "X", "args": {"master_addr": "10.1.2.3"}}],
+    }
+    clean = scrub_trace(trace, paths=[], names=[])
+    text = json.dumps(clean)
+    assert "gpu-box-17" not in text and "10.1.2.3" not in text and "nccl" in text
+
+
+def test_op_names_holding_paths_are_scrubbed_in_the_summary_too(tmp_path):
+    from attn.profiling.analyze import write_artifacts
+
+    trace = json.loads((Path(__file__).parent / "fixtures" / "cuda_naive_trace.json").read_text())
+    for e in trace["traceEvents"]:
+        if e.get("name") == "aten::softmax":
+            e["name"] = "/home/bob.jones/p/model.py(12): softmax"
+    write_artifacts(trace, tmp_path / "x")
+    for name in ("summary.json", "table.md"):
+        assert "bob.jones" not in (tmp_path / "x" / name).read_text(), name

@@ -8,7 +8,14 @@ import pytest
 import attn
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.profiling.trace import Trace, depths, forwards, per_forward, top_level
+from attn.profiling.trace import (
+    Trace,
+    TraceFormatError,
+    depths,
+    forwards,
+    per_forward,
+    top_level,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -146,3 +153,80 @@ def test_events_skip_metadata(cuda_trace):
     table = Trace(cuda_trace)
     assert all(cat != "" or name for cat, name in zip(table.cat, table.name, strict=True))
     assert "process_name" not in table.name
+
+
+def edited(cuda_trace, edit, where=lambda e: e.get("name") == "aten::softmax"):
+    """A copy of the fixture with `edit(event)` applied to each event `where` picks."""
+    trace = json.loads(json.dumps(cuda_trace))
+    for e in trace["traceEvents"]:
+        if where(e):
+            edit(e)
+    return trace
+
+
+def kernels(e):
+    return e.get("cat") == "kernel"
+
+
+def launches(e):
+    return e.get("cat") == "cuda_runtime"
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda e: e.update(ts=None), "ts None"),
+        (lambda e: e.update(ts="soon"), "ts 'soon'"),
+        (lambda e: e.update(ts=float("nan")), "ts nan"),
+        (lambda e: e.update(ts=1e300), "ts 1e+300"),
+        (lambda e: e.update(dur=None), "dur None"),
+        (lambda e: e.update(dur=float("inf")), "dur inf"),
+        (lambda e: e.update(dur=-5), "negative dur"),
+        (lambda e: e.update(args="text"), "args 'text'"),
+        (lambda e: e.update(args={"correlation": "x"}), "correlation 'x'"),
+        (lambda e: e.update(args={"correlation": 1.5}), "correlation 1.5"),
+    ],
+    ids=[
+        "null ts",
+        "text ts",
+        "NaN ts",
+        "huge ts",
+        "null dur",
+        "infinite dur",
+        "negative dur",
+        "args text",
+        "text correlation",
+        "fractional correlation",
+    ],  # fmt: skip
+)
+def test_impossible_event_data_is_refused_naming_the_event(cuda_trace, edit, says):
+    with pytest.raises(TraceFormatError) as error:
+        Trace(edited(cuda_trace, edit))
+    assert "aten::softmax" in str(error.value) and says in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "where", "says"),
+    [
+        (lambda e: e.pop("dur"), kernels, "have no dur"),
+        (lambda e: e.pop("ts"), kernels, "have no ts"),
+        (lambda e: e["args"].update(correlation=7), launches, "reuse another's correlation id"),
+        (lambda e: e["args"].update(correlation=10**6 + e["args"]["correlation"]), launches,
+         "has its launch"),
+    ],
+    ids=["no dur", "no ts", "shared correlation ids", "kernels without launch"],
+)  # fmt: skip
+def test_untrustworthy_device_data_is_flagged_and_not_counted(cuda_trace, edit, where, says):
+    """Dropped silently, these counted 60 kernels where there are 5, or 0 where there are 5."""
+    s = per_forward(edited(cuda_trace, edit, where))
+    assert any(says in p for p in s["problems"])
+    if "correlation" in says or "launch" in says:
+        assert s["kernels_per_forward"] is None  # cannot tell, not a made-up number
+
+
+def test_claims_on_flagged_data_cannot_tell(cuda_trace):
+    from attn.profiling.analyze import summarize
+
+    summary, _ = summarize(edited(cuda_trace, lambda e: e.pop("dur"), kernels), variant="naive")
+    assert summary["claims"] and all(c["holds"] is None for c in summary["claims"])
+    assert all("cannot tell" in c["observed"] for c in summary["claims"])

@@ -177,3 +177,13 @@ def test_open_here_stays_a_download_without_the_viewer(browser, tmp_path):
         href = page.get_by_role("link", name="Open here").get_attribute("href")
     page.close()
     assert href == "../profiles/cpu/naive/trace.json.gz"
+
+
+@pytest.mark.parametrize("content", [None, b"", b'{"hello": 1}'], ids=["missing", "empty", "not"])
+def test_shot_of_a_trace_that_is_not_one_is_one_line(tmp_path, content, capsys):
+    trace = tmp_path / "trace.json.gz"
+    if content is not None:
+        trace.write_bytes(content)
+    assert viewer.main(["shot", str(trace), str(tmp_path / "x.png")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(trace) in line and not (tmp_path / "x.png").exists()

@@ -7,8 +7,9 @@ afterwards, so scrubbing can never change a count or a claim.
 
 from __future__ import annotations
 
-import gzip
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from attn import specs
@@ -17,10 +18,14 @@ from attn.profiling.atomic import atomic_folder, write_json
 from attn.profiling.backward import summarize_backward
 from attn.profiling.checks import Evidence, evaluate
 from attn.profiling.config import FIRST_CALLS_KEY
-from attn.profiling.scrub import scrub_trace
+from attn.profiling.diff import diffs_of, write_diffs
+from attn.profiling.overview import is_current, write_overview
+from attn.profiling.scrub import Scrubber, write_trace
 from attn.profiling.table import markdown_table
 from attn.profiling.timeline import draw_timeline
 from attn.profiling.trace import Forward, Trace, parse, per_forward, read_trace
+
+ANALYSIS_STEPS = ("counting", "tabling", "drawing", "writing")  # what write_artifacts tells
 
 
 def device_name_of(trace: dict) -> str | None:
@@ -40,8 +45,7 @@ def summarize(
     """The summary of a trace (per-range counts and times, their means, claims) and its ranges."""
     trace = parse(trace)
     measured = per_forward(trace, range_name)
-    on_device = measured["kernels_per_forward"] is not None
-    device_type = device_type or ("cuda" if on_device else "cpu")
+    device_type = device_type or ("cuda" if trace.has_device_activity else "cpu")
     summary = {**(base or {}), "available": True, "device_type": device_type, **measured}
     if FIRST_CALLS_KEY in trace.raw:  # recorded by our harness beside the profiler's events
         summary["first_calls_seconds"] = trace.raw[FIRST_CALLS_KEY]
@@ -52,7 +56,21 @@ def summarize(
     if spec is not None:
         summary.update(title=spec.title, lesson=spec.lesson)
         summary["claims"] = evaluate(spec.trace_claims, device_type, Evidence(summary, fwds))
+        for claim in summary["claims"] if trace.problems else []:  # impossible data: no verdict
+            claim.update(holds=None, observed=f"cannot tell: {'; '.join(trace.problems)}")
     return summary, fwds
+
+
+def focus(summary: dict, trace: Trace) -> str | None:
+    """The name of the event to select in the screenshot of this summary's trace and to label in
+    its timeline: the one its spec names (on a GPU by default its first kernel), as spelled there."""
+    spec = specs.spec(summary.get("variant") or "")
+    on_gpu = summary.get("device_type") == "cuda"
+    pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
+    if pattern is None:  # the first kernel of the range shown (a training step's: the backward)
+        shown = summary.get("backward") or summary
+        return (shown.get("kernels") or [None])[0] if on_gpu else None
+    return next((n for n in trace.name if re.search(pattern, n)), None)
 
 
 def write_artifacts(
@@ -64,58 +82,106 @@ def write_artifacts(
     device_type: str | None = None,
     range_name: str | None = None,
     table_txt: str | None = None,
+    progress: Callable[[str], None] = lambda step: None,
 ) -> dict:
-    """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary."""
+    """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary.
+    `progress` is told each step as it starts (ANALYSIS_STEPS), for a progress bar."""
     trace = parse(trace)
+    progress(ANALYSIS_STEPS[0])
     summary, fwds = summarize(
         trace, variant=variant, device_type=device_type, range_name=range_name, base=base
     )
-    published = scrub_trace(trace.raw)
     name = summary.get("variant") or Path(folder).name
     where = summary.get("device_name") or summary["device_type"]
-    with atomic_folder(Path(folder)) as out:
-        with gzip.open(out / layout.TRACE, "wt", compresslevel=9) as f:
-            json.dump(published, f)
-        on_device = summary["kernels_per_forward"] is not None
-        (out / layout.TABLE_MD).write_text(markdown_table(fwds, on_device))
+    scrubber = Scrubber()  # what is published names no local path, the summary's op names included
+    with atomic_folder(layout.check_replaceable(folder)) as out:
+        progress(ANALYSIS_STEPS[1])
+        on_device = summary["device_type"] != "cpu"
+        (out / layout.TABLE_MD).write_text(scrubber.text(markdown_table(fwds, on_device)))
         if table_txt is not None:
             (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")
+        progress(ANALYSIS_STEPS[2])
         title = f"{name} on {where}: one {summary['range']}"
-        draw_timeline(fwds, title, out / layout.TIMELINE)
+        draw_timeline(fwds, title, out / layout.TIMELINE, focus=focus(summary, trace))
+        progress(ANALYSIS_STEPS[3])
+        write_trace(trace.raw, out / layout.TRACE, scrubber)  # measuring read the raw trace
+        summary = scrubber.value(summary)
         (out / layout.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-SPEC_FIELDS = ("claims", "title", "lesson")  # what a recheck refreshes; the numbers stay
+SPEC_FIELDS = ("claims", "title", "lesson")  # from the specs; the rest of these from the trace
+MEASURED = (*SPEC_FIELDS, "range", "forwards", "cpu_time_us", "device_time_us", "ops_per_forward",
+            "kernels_per_forward", "memcpy_per_forward", "memset_per_forward",
+            "launches_per_forward", "peak_memory_bytes", "kernels", "ops", "ranges", "problems",
+            "backward")  # fmt: skip
+
+
+class BrokenSet(ValueError):
+    """A set recheck cannot mend from its traces (a trace or the environment gone); one line."""
+
+
+def _fresh_summary(vdir: Path) -> tuple[dict, dict]:
+    """(the stored summary, the same with every measured field as its trace gives it now)."""
+    path = vdir / layout.SUMMARY
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as e:
+        raise BrokenSet(f"{path} is not JSON ({e})") from e
+    if not isinstance(summary, dict) or summary.get("variant") != vdir.name:
+        raise BrokenSet(f"{path} is not the summary of {vdir.name} (rerun the profile)")
+    if not summary.get("available"):
+        return summary, summary
+    if not (vdir / layout.TRACE).is_file():
+        raise BrokenSet(f"{vdir / layout.TRACE} is missing: the summary cannot be checked")
+    fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
+        read_trace(vdir / layout.TRACE),
+        variant=summary["variant"],
+        device_type=summary.get("device_type"),
+        range_name=summary.get("range"),
+        base=summary,
+    )
+    return summary, {**summary, **{k: fresh.get(k) for k in MEASURED if k in fresh or k in summary}}
 
 
 def recheck(root: Path, write: bool = True) -> list[dict]:
-    """Re-evaluate the claims of every committed trace under root; update summaries that differ.
+    """Check every set under root against what its traces give; with write, mend what differs.
 
-    Runs nothing: a new claim, or a spec's new title or lesson, reaches every hardware set whose
-    traces are committed. Returns one row per summary that differs: {path, before, after} (its
-    claims); with write=False, changes nothing.
+    Runs nothing: every summary is measured again from its committed trace (numbers, ops, claims,
+    a spec's new title or lesson), and each set's diffs, manifest and overview checked against
+    those.
+    Returns one row per file that differs: {path, before, after} (for a summary, its claims).
+    BrokenSet names what cannot be mended: a trace or environment.json gone, a summary that is
+    not one, a root with no set.
     """
+    sets = layout.hardware_dirs(root)
+    if not sets:
+        raise BrokenSet(f"{root}: no hardware set here (a folder with {layout.MANIFEST})")
     changed = []
-    for hw in layout.hardware_dirs(root):
+    for hw in sets:
+        if not (hw / layout.ENVIRONMENT).is_file():
+            raise BrokenSet(f"{hw / layout.ENVIRONMENT} is missing: rerun the profile there")
         for vdir in layout.variant_dirs(hw):
-            path = vdir / layout.SUMMARY
-            summary = json.loads(path.read_text())
-            if not summary.get("available") or not (vdir / layout.TRACE).is_file():
-                continue
-            trace = read_trace(vdir / layout.TRACE)
-            fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
-                trace,
-                variant=summary["variant"],
-                device_type=summary["device_type"],
-                range_name=summary.get("range"),
-                base=summary,
-            )
-            refreshed = {k: fresh[k] for k in SPEC_FIELDS if k in fresh}
-            if any(summary.get(k) != v for k, v in refreshed.items()):
+            summary, fresh = _fresh_summary(vdir)
+            if summary != fresh:
+                path = vdir / layout.SUMMARY
                 changed.append(
                     {"path": path, "before": summary.get("claims"), "after": fresh.get("claims")}
                 )
                 if write:
-                    write_json(path, {**summary, **refreshed})
+                    write_json(path, fresh)
+        expected = {out: data for out, data in diffs_of(hw)}
+        for out in sorted(set(expected) | set((hw / layout.DIFF_DIR).glob("*.json"))):
+            stored = json.loads(out.read_text()) if out.is_file() else None
+            if stored != expected.get(out):
+                changed.append({"path": out, "before": None, "after": None})
+        if not is_current(hw):  # a run killed before redrawing it
+            changed.append({"path": hw / layout.OVERVIEW, "before": None, "after": None})
+        index = hw / layout.MANIFEST
+        if not index.is_file() or json.loads(index.read_text()) != layout.manifest(hw):
+            changed.append({"path": index, "before": None, "after": None})
+        if write and changed and any(hw in Path(r["path"]).parents for r in changed):
+            write_overview(hw)
+            write_diffs(hw)
+            layout.write_manifest(hw)
     return changed

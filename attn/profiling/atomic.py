@@ -8,6 +8,9 @@ run that was killed is removed by the next run (its process is gone).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -28,13 +31,50 @@ def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
         prefix=f".{path.stem}.{os.getpid()}.", suffix=path.suffix, dir=path.parent
     )
     os.close(fd)
-    tmp = Path(name)
+    tmp = with_umask(Path(name))
     try:
         write(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def with_umask(path: Path) -> Path:
+    """The scratch file or folder given the mode a plain open() or mkdir() would have given it
+    (tempfile makes them private, 0600 and 0700, whatever the user's umask)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+    return path
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE), so a reader never finds
+    neither; False where the system cannot, and the caller renames twice."""
+    renameat2 = getattr(_libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_cwd, exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), exchange) == 0:
+        return True
+    if ctypes.get_errno() in (errno.ENOSYS, errno.EINVAL):
+        return False
+    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(b))
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One writer at a time swaps folders in `folder` (an advisory lock on the folder itself)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_json(path: Path, data) -> Path:
@@ -79,30 +119,35 @@ def remove_stale_scratch(folder: Path) -> list[Path]:
 def atomic_folder(dest: Path) -> Iterator[Path]:
     """Yield a scratch folder beside `dest`; on success it replaces `dest`, on failure it vanishes.
 
-    The swap is two renames (dest -> old, scratch -> dest); killed between them, the previous set
-    is in the `.old` scratch folder, which the next run puts back if dest is missing.
+    The swap is one exchange of the two names where Linux offers it; elsewhere two renames (dest ->
+    old, scratch -> dest): killed between them, the previous set is in the `.old` scratch folder,
+    which the next run puts back if dest is missing.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(dest.parent)
     scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", dir=dest.parent))
     try:
-        yield scratch
+        yield with_umask(scratch)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.old", dir=dest.parent))
-    try:
-        if dest.exists():
-            dest.rename(old / dest.name)
-        scratch.rename(dest)
-    except BaseException:
-        if not dest.exists() and (old / dest.name).exists():
-            (old / dest.name).rename(dest)  # put the previous set back
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
+    with _locked(dest.parent):  # two runs writing one set: each swap whole, one after the other
+        if dest.exists() and _exchange(scratch, dest):
+            shutil.rmtree(scratch, ignore_errors=True)  # the previous set, now under scratch's name
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.old", dir=dest.parent))
+        try:
+            if dest.exists():
+                dest.rename(old / dest.name)
+            scratch.rename(dest)
+        except BaseException:
+            if not dest.exists() and (old / dest.name).exists():
+                (old / dest.name).rename(dest)  # put the previous set back
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def write_rows(folder: Path, stem: str, rows: list[dict], draw: Callable[[Path], None]) -> Path:

@@ -165,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     names = args.variants or specs.in_sweep("benchmark")
     seqs, dtypes = args.seqs or GRID[kind]["seqs"], args.dtypes or GRID[kind]["dtypes"]
     rows = run(args.device, seqs, args.head_dims, causals, dtypes, names, args.repeats, console)
+    if not rows:  # the previous benchmark.json stays as it was
+        print(f"error: none of {', '.join(names)} runs on {args.device} here", file=sys.stderr)
+        return 1
     folder = write(args.out, args.device, rows)
     # Narrow enough for 80 columns (a log, a pipe); TFLOP/s are in benchmark.json.
     table = Table("variant", "dtype", "seq", "head_dim", "causal", "ms", f"÷ {BASELINE}")

@@ -19,13 +19,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import attn
 from attn import specs
 from attn.profiling import diagnose, layout
-from attn.profiling.analyze import device_name_of, recheck, write_artifacts
+from attn.profiling.analyze import (
+    ANALYSIS_STEPS,
+    BrokenSet,
+    device_name_of,
+    recheck,
+    write_artifacts,
+)
 from attn.profiling.atomic import write_json
 from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
 from attn.profiling.diff import main as diff_main
@@ -74,17 +81,17 @@ def config_from(args: argparse.Namespace) -> ProfileConfig:
     return ProfileConfig(**{**base.__dict__, **{k: v for k, v in given.items() if v is not None}})
 
 
+def progress_bar(console: Console) -> Progress:
+    """A bar that shows while work goes on and vanishes after (shown only on a terminal)."""
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    return Progress(*columns, TimeElapsedColumn(), console=console, transient=True)
+
+
 def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
     """`profile(variant, its config)` for each named variant under a progress bar, then the set's
     files and a report; a variant that fails is reported and the others still run."""
     folders, failed = [], []
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console, transient=True) as progress:
+    with progress_bar(console) as progress:
         for name in progress.track(names, description="profiling"):
             progress.update(progress.tasks[0].id, description=f"profiling {name}")
             try:  # a decode step for the decoding variants
@@ -107,12 +114,12 @@ def report(folders: Sequence[Path], console: Console) -> None:
     for folder in folders:
         s = json.loads((folder / layout.SUMMARY).read_text())
         if not s["available"]:
-            table.add_row(s["variant"], "[dim]not available[/dim]")
-            unavailable.append(f"{s['variant']}: {s['reason']}")
+            table.add_row(escape(s["variant"]), "[dim]not available[/dim]")
+            unavailable.append(escape(f"{s['variant']}: {s['reason']}"))
             continue
         memcpy = s.get("memcpy_per_forward")
         table.add_row(
-            s["variant"],
+            escape(s["variant"]),
             fmt(s["cpu_time_us"]),
             fmt(s["device_time_us"]),
             fmt(s["ops_per_forward"]),
@@ -124,7 +131,7 @@ def report(folders: Sequence[Path], console: Console) -> None:
     for line in unavailable:
         console.print(f"[dim]{line}[/dim]")
     if folders:
-        console.print(f"artifacts in {folders[0].parent}/")
+        console.print(escape(f"artifacts in {folders[0].parent}/"))
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -146,27 +153,52 @@ def cmd_example(args: argparse.Namespace, console: Console) -> int:
     return run(args.variants or specs.names(), profile, config_from(args), args.out, console)
 
 
+def output_names(traces: Sequence[Path], variant: str | None) -> list[str]:
+    """A folder name per trace: its name before the first dot, with its folder's name in front
+    where two would share one (every example writes trace.json.gz), numbered if still shared."""
+    if variant:
+        return [variant]
+    names = [p.name.split(".")[0] for p in traces]
+    names = [
+        f"{p.resolve().parent.name}-{n}" if names.count(n) > 1 else n
+        for p, n in zip(traces, names, strict=True)
+    ]
+    return [f"{n}-{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     if args.variant and len(args.traces) > 1:
         raise SystemExit("error: --variant names one variant: give one trace with it")
     folders = []
-    for path in args.traces:
-        trace = read_trace(path)
-        name = args.variant or path.name.split(".")[0]
-        base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
-        folder = args.out / name
-        try:
-            write_artifacts(trace, folder, variant=args.variant, base=base, range_name=args.range)
-        except TraceFormatError as e:
-            raise TraceFormatError(f"{path}: {e}") from e
-        folders.append(folder)
+    with progress_bar(console) as bar:  # a trace of a whole training step takes a while
+        for path, name in zip(args.traces, output_names(args.traces, args.variant), strict=True):
+            task = bar.add_task(f"reading {path.name}", total=1 + len(ANALYSIS_STEPS))
+            trace = read_trace(path)
+            base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
+            folder = args.out / name
+            step = lambda what, task=task, path=path: bar.update(  # noqa: E731
+                task, advance=1, description=f"{what} {path.name}"
+            )
+            try:
+                write_artifacts(
+                    trace, folder, variant=args.variant, base=base, range_name=args.range,
+                    progress=step,
+                )  # fmt: skip
+            except TraceFormatError as e:
+                raise TraceFormatError(f"{path}: {e}") from e
+            bar.remove_task(task)
+            folders.append(folder)
     report(folders, console)
     for folder in folders:
         summary = json.loads((folder / layout.SUMMARY).read_text())
-        console.print(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
+        console.print(
+            escape(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
+        )
+        for problem in summary.get("problems", []):
+            console.print(escape(f"  cannot tell: {problem}"))
         for claim in summary.get("claims", []):
             verdict = {True: "holds", False: "does not hold", None: "cannot tell"}[claim["holds"]]
-            console.print(f"  {verdict}: {claim['text']} ({claim['observed']})")
+            console.print(escape(f"  {verdict}: {claim['text']} ({claim['observed']})"))
     return 0
 
 
@@ -182,13 +214,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
     changed = recheck(args.root, write=not args.check)
     for row in changed:
-        console.print(f"claims changed in {row['path']}")
-        for before, after in zip(row["before"] or [], row["after"], strict=False):
+        console.print(escape(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
+        for before, after in zip(row["before"] or [], row["after"] or [], strict=False):
             if before != after:
-                console.print(f"  was: {before}\n  now: {after}")
+                console.print(escape(f"  was: {before}\n  now: {after}"))
     sets = len(layout.hardware_dirs(args.root))
     console.print(
-        f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} summary(ies) differ"
+        escape(f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} file(s) differ")
     )
     return 1 if (args.check and changed) else 0
 
@@ -240,10 +272,10 @@ def parser() -> argparse.ArgumentParser:
     dg_p.add_argument("trace", type=Path, metavar="TRACE")
     dg_p.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
 
-    re_p = sub.add_parser("recheck", help="re-evaluate claims against committed traces")
+    re_p = sub.add_parser("recheck", help="measure the committed traces again; mend what differs")
     re_p.add_argument("root", nargs="?", type=Path, default=Path("profiles"))
     re_p.add_argument(
-        "--check", action="store_true", help="change nothing; exit 1 if a summary's claims differ"
+        "--check", action="store_true", help="change nothing; exit 1 if any file differs"
     )
     return p
 
@@ -281,9 +313,9 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "diagnose":
             return cmd_diagnose(args)
         return cmd_recheck(args, console)
-    except (ProfilingError, TraceFormatError) as exc:
-        print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width
-        return 1
+    except (ProfilingError, TraceFormatError, layout.RefusedFolder, BrokenSet, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width (a full
+        return 1  # disk too: what was being written is left out, the previous artifacts stay)
     except KeyboardInterrupt:
         console.print("interrupted: the previous artifacts are left as they were")
         return 130

@@ -35,6 +35,18 @@ TOTALS = (
 _EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
+def _summary(path: Path) -> dict:
+    """A variant's summary; TraceFormatError naming the file when it is not one."""
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as e:
+        raise TraceFormatError(f"{path}: not JSON ({e})") from e
+    counts = int | float | dict | type(None)  # memcpy is counted by direction
+    if not isinstance(summary, dict) or any(not isinstance(summary.get(k), counts) for k in TOTALS):
+        raise TraceFormatError(f"{path}: not a summary (rerun the profile, or diff the traces)")
+    return summary
+
+
 def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
     """(what to show of it, its forwards) for a variant folder or a trace file."""
     path = Path(path)
@@ -44,7 +56,7 @@ def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
         if not trace_path.is_file():
             raise TraceFormatError(f"{path}: no {layout.TRACE} (not a variant folder)")
         if (path / layout.SUMMARY).is_file():
-            summary = json.loads((path / layout.SUMMARY).read_text())
+            summary = _summary(path / layout.SUMMARY)
         label = path.name
     else:
         trace_path, label = path, path.name.split(".")[0]
@@ -224,21 +236,31 @@ def _ran(folder: Path) -> bool:
     )
 
 
+def diffs_of(hardware_folder: Path) -> list[tuple[Path, dict]]:
+    """(where, the diff with its Markdown) for each pair the specs name whose sides both ran."""
+    folder = Path(hardware_folder)
+    found = []
+    for a, b in specs.diff_pairs():
+        if _ran(folder / a) and _ran(folder / b):
+            data = diff(folder / a, folder / b)
+            data["markdown"] = render_diff(data)  # so the docs hook shows it without measuring code
+            found.append((folder / layout.DIFF_DIR / diff_name(a, b), data))
+    return found
+
+
 def write_diffs(hardware_folder: Path) -> list[Path]:
     """Write `<hardware>/diff/<a>__<b>.json` for each pair the specs name whose sides both ran there.
 
     A pair's earlier diff is removed when a side no longer ran, so no stale diff is shown.
     """
-    folder = Path(hardware_folder)
-    written = []
+    written = dict(diffs_of(hardware_folder))
     for a, b in specs.diff_pairs():
-        out = folder / layout.DIFF_DIR / diff_name(a, b)
-        if _ran(folder / a) and _ran(folder / b):
-            write_diff(folder / a, folder / b, out)
-            written.append(out)
+        out = Path(hardware_folder) / layout.DIFF_DIR / diff_name(a, b)
+        if out in written:
+            write_json(out, written[out])
         else:
             out.unlink(missing_ok=True)
-    return written
+    return list(written)
 
 
 # --- Markdown, for the docs hook -----------------------------------------------------------------
@@ -333,13 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         data = diff(args.a, args.b, args.range)
-    except TraceFormatError as exc:
+        print_diff(data, args.all)
+        if args.out:
+            write_json(args.out, data)
+            print(f"written: {args.out}")
+    except (TraceFormatError, OSError) as exc:  # a bad --out too: one line, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print_diff(data, args.all)
-    if args.out:
-        write_json(args.out, data)
-        print(f"written: {args.out}")
     return 0
 
 

@@ -22,6 +22,25 @@ def summaries(folder: Path) -> list[dict]:
     )
 
 
+def bar_labels(rows: list[dict]) -> list[str]:
+    """Each row's time per forward as its bar says it: device time where measured, else CPU time."""
+    on_device = any(s.get("device_time_us") is not None for s in rows)
+    return [f"{s['device_time_us' if on_device else 'cpu_time_us'] / 1000:.3g} ms" for s in rows]
+
+
+def is_current(folder: Path) -> bool:
+    """Whether overview.svg shows the summaries there now (its text is text: each variant's name
+    and time can be read back), so a run killed before redrawing it is caught."""
+    rows, path = summaries(folder), Path(folder) / layout.OVERVIEW
+    if not rows or not path.is_file():
+        return not rows and not path.exists()
+    text = path.read_text()
+    return all(
+        s["variant"] in text and f">{label}<" in text
+        for s, label in zip(rows, bar_labels(rows), strict=True)
+    )
+
+
 def draw(rows: list[dict], title: str, path: Path, note: str = "") -> None:
     """Horizontal bars of time per forward: device time where measured, else CPU time. Every text at
     8.5 pt or more: at 660 px (the narrowest a page shows a picture) that is 10 px or more."""
@@ -32,7 +51,7 @@ def draw(rows: list[dict], title: str, path: Path, note: str = "") -> None:
     fig, ax = figure(1.2 + 0.3 * len(rows) + 0.2 * note.count("\n"))
     colors = ["#d62728" if n == specs.REFERENCE else "#4e79a7" for n in names]
     bars = ax.barh(names, values, color=colors)
-    ax.bar_label(bars, [f"{v:.3g} ms" for v in values], padding=3)
+    ax.bar_label(bars, bar_labels(rows)[::-1], padding=3)
     ax.set_xlabel(f"{'device' if on_device else 'CPU'} time per forward (ms)")
     ax.set_xlim(0, max(values) * 1.25)
     ax.set_title(title, loc="left", fontsize=9.5)

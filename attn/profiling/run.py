@@ -6,8 +6,10 @@ summary that says why. After each run the set's environment, overview and manife
 
 from __future__ import annotations
 
+import ctypes
 import json
-import re
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,17 +18,16 @@ from pathlib import Path
 
 import torch
 
-from attn import specs
 from attn.profiling import layout
-from attn.profiling.analyze import write_artifacts
-from attn.profiling.atomic import atomic_folder, write_json
+from attn.profiling.analyze import focus, write_artifacts
+from attn.profiling.atomic import atomic_folder, remove_stale_scratch, write_json
 from attn.profiling.backward import SAVED_KEY
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.overview import write_overview
-from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE, Trace, read_trace
+from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
@@ -57,7 +58,7 @@ def base_summary(variant: Variant, config: ProfileConfig) -> dict:
 
 
 def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
-    with atomic_folder(folder) as out:
+    with atomic_folder(layout.check_replaceable(folder)) as out:
         write_json(out / layout.SUMMARY, {**base, "available": False, "reason": reason})
 
 
@@ -95,18 +96,6 @@ def _analyse(trace: dict, folder: Path, variant: Variant, base: dict, table: str
     )  # fmt: skip
 
 
-def focus(summary: dict, trace: Trace) -> str | None:
-    """The name of the event to select in the screenshot of this summary's trace: the one its
-    spec names (on a GPU by default its first kernel), as the trace spells it."""
-    spec = specs.spec(summary["variant"])
-    on_gpu = summary.get("device_type") == "cuda"
-    pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
-    if pattern is None:  # the first kernel of the range shown (a training step's: the backward)
-        shown = summary.get("backward") or summary
-        return (shown.get("kernels") or [None])[0] if on_gpu else None
-    return next((n for n in trace.name if re.search(pattern, n)), None)
-
-
 def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     """viewer.png: the trace as a trace viewer shows it, one forward (a training step's backward),
     the chapter's event selected.
@@ -133,6 +122,13 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     return folder / layout.VIEWER
 
 
+def _die_with_parent() -> None:
+    """In the example's process: end it when this one ends, even by SIGKILL (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if hasattr(libc, "prctl"):
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def example_flags(config: ProfileConfig) -> list[str]:
     """The flags that make an example run exactly `config` (every value spelled out)."""
     flags = [
@@ -157,9 +153,15 @@ def profile_example(
     if reason is not None:
         _record_unavailable(folder, base, reason)
         return folder
-    with tempfile.TemporaryDirectory(prefix="attn-example-") as scratch:
+    layout.check_replaceable(folder)  # before minutes of work, not after
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(folder.parent)  # what a killed run left
+    # Scratch beside the set, named as atomic's is: a run killed here leaves it for the next to remove.
+    with tempfile.TemporaryDirectory(
+        prefix=f".{variant.name}.{os.getpid()}.", dir=folder.parent
+    ) as scratch:
         command = [sys.executable, *script, *example_flags(config), "--out", scratch]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_die_with_parent)
         written = Path(scratch) / variant.name
         if done.returncode != 0 or not (written / layout.TRACE).is_file():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]

@@ -6,7 +6,12 @@ recorded (a user called `cuda` must not rename `cudaLaunchKernel`). Scrub after 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import getpass
+import gzip
+import itertools
+import json
 import os
 import re
 import socket
@@ -14,10 +19,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+import orjson
+
 REDACTED = "<redacted>"
-HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename"}  # dropped wherever they appear
-# An absolute POSIX or Windows path inside any string: a run of path characters after / or C:\.
-PATH_LIKE = re.compile(r"(?:(?<![\w.])[A-Za-z]:\\|(?<![\w.:/])/)[^\s\"'<>|,;()\[\]{}]+")
+CHUNK = 20_000  # events scrubbed and written at a time
+# Dropped wherever they appear: host names, and addresses such as distributedInfo.master_addr.
+HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename", "master_addr", "addr", "ip"}
+# An absolute path inside any string: a run of path characters after / (file:// URLs' too), after
+# C:\ or after \\ (a UNC path: \\server\share).
+PATH_LIKE = re.compile(
+    r"(?:(?<![\w.])[A-Za-z]:\\|(?<![\w.:/\\])\\\\(?=\w)|(?<![\w.:/])/|(?<=file://)/)"
+    r"[^\s\"'<>|,;()\[\]{}]+"
+)
+# Whoever's home it is: the user folder after /home/, /Users/ or C:\Users\, and a UNC server.
+SOMEONE = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\]+|(?<=[/\\]users[/\\])[^/\\]+|(?<=^\\\\)[^\\]+")
 
 
 def local_names() -> list[str]:
@@ -48,30 +63,67 @@ class Scrubber:
 
     def __init__(self, paths: list[str] | None = None, names: list[str] | None = None) -> None:
         self.paths = local_paths() if paths is None else paths
-        names = local_names() if names is None else names
+        self.names = names = local_names() if names is None else names
         # Inside a path a name stands between separators, or after `_`/`-` as in
         # /tmp/torchinductor_<user>/ ; it must not shred a longer word ("dev" in "device").
+        self._done: dict[str, str] = {}
         self.name = (
             re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?=[/\\_\-.]|$)" for n in names))
             if names
             else None
         )
 
+    @functools.cached_property
+    def markers(self) -> list[bytes]:
+        """Bytes, lowercased, without which a trace's JSON text holds nothing to scrub: a chunk of
+        events that has none of them is written as it is, never walked."""
+        names = [sep + n for n in self.names for sep in "/\\_-."]  # as the name pattern has them
+        found = [
+            orjson.dumps(t.lower())[1:-1] for t in [*self.paths, *names]
+        ]  # as JSON spells them
+        others = [
+            b"/home/",
+            b"/users/",
+            b"\\\\users\\\\",
+            b"\\\\\\\\",
+        ]  # SOMEONE, as JSON spells it
+        return found + others + [orjson.dumps(k) + b":" for k in HOST_KEYS]
+
+    def events(self, events: list) -> bytes:
+        """The events as JSON text (comma-separated, unbracketed), scrubbed: each is dumped as it
+        is, and only those whose text holds a marker are walked and scrubbed."""
+        parts = [_dumps(e) for e in events]
+        low = b",".join(parts).lower()
+        hits = [i for m in self.markers if m in low for i in _find_all(low, m)]
+        if hits:
+            ends = list(itertools.accumulate(len(p) + 1 for p in parts))  # each one's comma
+            for i in {bisect.bisect_right(ends, at) for at in hits}:
+                parts[i] = _dumps(self.value(events[i]))
+        return b",".join(parts)
+
     def path(self, text: str) -> str:
         for folder in self.paths:
             text = text.replace(folder, REDACTED)
+        text = SOMEONE.sub(REDACTED, text)
         return self.name.sub(REDACTED, text) if self.name else text
 
     def text(self, value: str) -> str:
-        return PATH_LIKE.sub(lambda m: self.path(m.group(0)), value)
+        if value not in self._done:  # names repeat by the thousand in a trace: scrub each once
+            self._done[value] = PATH_LIKE.sub(lambda m: self.path(m.group(0)), value)
+        return self._done[value]
 
     def value(self, value):
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
+        kind = type(value)
+        if kind is str:  # text with no separator holds no path: most names, left untouched
+            return self.text(value) if "/" in value or "\\" in value else value
+        if kind is list:
             return [self.value(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items() if str(k).lower() not in HOST_KEYS}
+        if kind is dict:  # keys too: a trace may key a table by file path
+            return {
+                self.value(k): self.value(v)
+                for k, v in value.items()
+                if str(k).lower() not in HOST_KEYS
+            }
         return value
 
 
@@ -82,3 +134,38 @@ def scrub_trace(
     cleaned = Scrubber(paths, names).value(trace)
     cleaned["traceName"] = "trace.json"  # the exporter writes the file's absolute path here
     return cleaned
+
+
+def _find_all(text: bytes, part: bytes):
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
+
+
+def _dumps(value) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # an integer past 64 bits, read by the standard library's parser
+        return json.dumps(value).encode()
+
+
+def write_trace(trace: dict, path: Path, scrubber: Scrubber | None = None) -> Path:
+    """Write the trace scrubbed and gzip-compressed, its events a chunk at a time: the scrubbed copy
+    never exists whole, so writing a trace of a million events takes little more memory."""
+    scrubber = scrubber or Scrubber()
+    head = {k: v for k, v in trace.items() if k != "traceEvents"}
+    head = {**scrubber.value(head), "traceName": "trace.json"}  # the exporter's absolute path
+    with (
+        open(path, "wb") as file,
+        gzip.GzipFile(fileobj=file, mode="wb", compresslevel=3, mtime=0) as out,
+    ):
+        out.write(b'{"traceEvents":[')
+        events = trace.get("traceEvents", [])
+        for start in range(0, len(events), CHUNK):
+            out.write((b"," if start else b"") + scrubber.events(events[start : start + CHUNK]))
+        out.write(b"]")
+        for key, value in head.items():
+            out.write(b"," + _dumps(key) + b":" + _dumps(value))
+        out.write(b"}")
+    return Path(path)

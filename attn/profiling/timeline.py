@@ -7,10 +7,12 @@ short and marked, so they do not squeeze everything else into a sliver.
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from pathlib import Path
 
+import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
@@ -40,6 +42,9 @@ PALETTE = ["#4e79a7", "#59a14f", "#76b7b2", "#b07aa1", "#edc948", "#86bcb6", "#8
 MIN_WIDTH_FRACTION = (
     0.003  # like a trace viewer's one-pixel minimum, so a short event stays visible
 )
+PLOT_PX = 550  # the plot's width on the page, in pixels (the axes take about 80% of 690 px)
+MAX_BARS, MAX_LABELS = 3000, 300  # with axes, ticks and legend: under 5,000 SVG elements in all
+MIXED_COLOR = "#5f5f5f"  # a span of many short events of different kinds
 GAP_FRACTION = 0.15  # idle stretches longer than this share of the range are cut short
 GAP_DRAWN = 0.03  # ... to this share of the drawing
 
@@ -52,13 +57,16 @@ def is_copy(e: Event) -> bool:
 
 
 def color(e: Event) -> str:
-    if is_copy(e):
-        return COPY_COLOR
-    if e.cat in ("user_annotation", "gpu_user_annotation"):
+    return COPY_COLOR if is_copy(e) else _color(e.name, e.cat)
+
+
+@functools.cache
+def _color(name: str, cat: str) -> str:
+    if cat in ("user_annotation", "gpu_user_annotation"):
         return RANGE_COLOR
-    if e.cat in RUNTIME_CATEGORIES:
-        return RUNTIME_COLORS[runtime_kind(e.name)][0]
-    return PALETTE[zlib.crc32(e.name.encode()) % len(PALETTE)]
+    if cat in RUNTIME_CATEGORIES:
+        return RUNTIME_COLORS[runtime_kind(name)][0]
+    return PALETTE[zlib.crc32(name.encode()) % len(PALETTE)]
 
 
 def short_name(name: str) -> str:
@@ -122,22 +130,47 @@ class TimeAxis:
         self.pieces.append((t, self.t0 + self.span, x, x + self.t0 + self.span - t))
         self.width = self.pieces[-1][3]
 
-    def x(self, t: float) -> float:
-        """Position of time t in the drawing."""
-        for t_a, t_b, x_a, x_b in self.pieces:
-            if t <= t_b:
-                return x_a + (x_b - x_a) * (t - t_a) / max(t_b - t_a, 1e-9)
-        return self.width
+    def x(self, t):
+        """Position of time t (a number or an array of them) in the drawing."""
+        knots_t = [self.pieces[0][0]] + [t_b for _, t_b, _, _ in self.pieces]
+        knots_x = [self.pieces[0][2]] + [x_b for _, _, _, x_b in self.pieces]
+        return np.interp(t, knots_t, knots_x)  # the pieces join: one line through their ends
 
     def segments(self) -> list[tuple[float, float]]:
         """The uncut stretches of time, in order."""
         return [(t_a, t_b) for i, (t_a, t_b, _, _) in enumerate(self.pieces) if i % 2 == 0]
 
 
+Bar = tuple[float, float, str, "Event | None"]  # x0, x1, color, its event (None: a span of many)
+
+
+def merge(bars: list[Bar], min_width: float, keep: str | None = None) -> list[Bar]:
+    """A row's bars with each run of bars narrower than `min_width`, closer than that to each other,
+    made one span: drawn in their color when they share one, else in MIXED_COLOR. Events called
+    `keep` stay bars of their own."""
+    out: list[Bar] = []
+    for x0, x1, c, e in bars:
+        if out and x1 - x0 < min_width and (e is None or e.name != keep):
+            a0, a1, ac, ae = out[-1]
+            if (ae is None or (a1 - a0 < min_width and ae.name != keep)) and x0 - a1 < min_width:
+                out[-1] = (a0, max(a1, x1), ac if ac == c else MIXED_COLOR, None)
+                continue
+        out.append((x0, x1, c, e))
+    return out
+
+
 def draw_timeline(
-    fwds: list[Forward], title: str, path: Path, *, forward_index: int | None = None
+    fwds: list[Forward],
+    title: str,
+    path: Path,
+    *,
+    forward_index: int | None = None,
+    focus: str | None = None,
 ) -> None:
-    """Write a picture (SVG, or PNG by suffix) of one of the ranges (the middle one by default)."""
+    """Write a picture (SVG, or PNG by suffix) of one of the ranges (the middle one by default).
+
+    At most MAX_BARS bars, whatever the range holds: events too short to see apart are merged into
+    spans. The event called `focus` (the chapter's) is labelled even when its bar is narrow."""
     forward = fwds[len(fwds) // 2 if forward_index is None else forward_index]
     rows = lanes(forward)
     drawn = [e for _, evts in rows for e in evts]
@@ -146,23 +179,40 @@ def draw_timeline(
     fig, ax = figure(1.5 + ROW_HEIGHT_IN * len(rows), font_pt=FONT_PT)
     per_char = axis.width / (WIDTH_IN * 0.8 * 72 / (FONT_PT * 0.58))  # drawing µs per character
 
-    for row, (_, evts) in enumerate(rows):
+    bars = []
+    for _, evts in rows:
+        starts = axis.x(np.array([e.ts for e in evts])).tolist()
+        ends = axis.x(np.array([e.end for e in evts])).tolist()
+        bars.append(list(zip(starts, ends, map(color, evts), evts, strict=True)))
+    min_width = axis.width / PLOT_PX  # one pixel on the page
+    while sum(map(len, bars)) > MAX_BARS and min_width < axis.width:
+        bars = [
+            merge(row, min_width, focus) for row in bars
+        ]  # a big range: spans of the shortest events
+        min_width *= 2
+    labels = []  # (is the chapter's event, width, x0, x1, y, event, text inside its bar or None)
+    for row, drawn_row in enumerate(bars):
         y = len(rows) - 1 - row
-        spans = [(axis.x(e.ts), axis.x(e.end)) for e in evts]
         ax.broken_barh(  # one collection per row: traces with thousands of events stay quick
-            [(x0, max(x1 - x0, axis.width * MIN_WIDTH_FRACTION)) for x0, x1 in spans],
+            [(x0, max(x1 - x0, axis.width * MIN_WIDTH_FRACTION)) for x0, x1, _, _ in drawn_row],
             (y + 0.08, 0.84),
-            facecolors=[color(e) for e in evts],
+            facecolors=[c for _, _, c, _ in drawn_row],
             edgecolor="white",
             linewidth=0.3,
         )
-        for e, (x0, x1) in zip(evts, spans, strict=True):
-            text = label(e, x1 - x0, per_char)
-            if text:
-                ax.text(
-                    (x0 + x1) / 2, y + 0.5, text, ha="center", va="center", fontsize=FONT_PT,
-                    color="white" if is_copy(e) else "black", clip_on=True,
-                )  # fmt: skip
+        for x0, x1, _, e in drawn_row:
+            text = label(e, x1 - x0, per_char) if e is not None else None
+            is_focus = e is not None and e.name == focus
+            if text or (is_focus and not any(f for f, *_ in labels)):
+                labels.append((is_focus, x1 - x0, x0, x1, y, e, text))
+    # The chapter's event and the widest ones: a range of a million events gets a few hundred.
+    kept = set(sorted(range(len(labels)), key=lambda i: labels[i][:2], reverse=True)[:MAX_LABELS])
+    for _, _, x0, x1, y, e, text in (labels[i] for i in sorted(kept)):
+        ax.text(  # a label that does not fit its bar goes beside it
+            (x0 + x1) / 2 if text else x1, y + 0.5, text or f" ← {short_name(e.name)}",
+            ha="center" if text else "left", va="center", fontsize=FONT_PT, clip_on=True,
+            color="white" if is_copy(e) and text else "black",
+        )  # fmt: skip
 
     for start, end in axis.gaps:
         x = axis.x(start)
@@ -196,6 +246,8 @@ def draw_timeline(
     legend = []
     if any(is_copy(e) for e in drawn):
         legend.append(Patch(color=COPY_COLOR, label="copy of the scores"))
+    if any(c == MIXED_COLOR for row in bars for _, _, c, _ in row):
+        legend.append(Patch(color=MIXED_COLOR, label="many short events"))
     kinds = {runtime_kind(e.name) for e in drawn if e.cat in RUNTIME_CATEGORIES}
     legend += [Patch(color=c, label=text) for k, (c, text) in RUNTIME_COLORS.items() if k in kinds]
     if legend:

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
 import json
+import math
+import os
 import re
 import statistics
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+import orjson
 
 FORWARD_RANGE = "attn_fwd"
 BACKWARD_RANGE = "attn_bwd"  # a training step's backward (its ops may run on another thread)
@@ -38,16 +42,17 @@ OLD_CATEGORIES = {  # torch 1.8-1.10 -> today
     "gpu_user_annotation": "gpu_user_annotation",
 }
 CPU_DEVICE_TYPE = 0  # "Device Type" of a [memory] event: c10::DeviceType, 0 CPU, 1 CUDA
-_EPS_US = 1e-3  # timestamps are floats in microseconds
+EPS_US = 1e-3  # timestamps are floats in microseconds
+MAX_TIME_US = 1e17  # about 3,000 years: a timestamp or duration past it is corrupt, not data
 
 
 class TraceFormatError(ValueError):
     """The file is not a Chrome trace this module can read; the message says why, in one line."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """One complete ('X') event of the trace, with its category in today's spelling."""
+class Event(NamedTuple):
+    """One complete ('X') event of the trace, with its category in today's spelling (a named
+    tuple: ranges of a hundred thousand events are made into these in a blink)."""
 
     name: str
     cat: str
@@ -67,21 +72,58 @@ class Event:
         return None if value is None else int(value)
 
     def contains(self, other: Event) -> bool:
-        return self.ts - _EPS_US <= other.ts and other.end <= self.end + _EPS_US
+        return self.ts - EPS_US <= other.ts and other.end <= self.end + EPS_US
+
+
+def _max_trace_bytes() -> int:
+    """The most a trace may decompress to: a bomb of a few kilobytes must not take the machine."""
+    return int(float(os.environ.get("ATTN_MAX_TRACE_GIB", "4")) * 2**30)
+
+
+def _decompress(data: bytes, limit: int, where: str) -> bytes:
+    """gzip data inflated, refused in one line once it passes `limit` bytes (memory stays bounded)."""
+    out, rest = [], data
+    while rest:  # a .gz file may hold several members, one after another
+        inflate = zlib.decompressobj(wbits=31)
+        out.append(inflate.decompress(rest, limit + 1 - sum(map(len, out))))
+        if inflate.unconsumed_tail or sum(map(len, out)) > limit:
+            raise TraceFormatError(
+                f"{where}: decompresses to more than {limit / 2**30:g} GiB; set ATTN_MAX_TRACE_GIB "
+                "to allow it"
+            )
+        if not inflate.eof:
+            raise EOFError("the gzip stream is cut short")
+        rest = inflate.unused_data
+    return b"".join(out)
+
+
+def parse_json(data: bytes | str):
+    """JSON text as Python values: orjson (fast), else the standard library (NaN, huge integers)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def load_trace(path: Path | str) -> dict:
     """A trace file (`.json` or `.json.gz`) as a dict; TraceFormatError naming the problem."""
     path = Path(path)
+    limit = _max_trace_bytes()
     try:
         with path.open("rb") as f:
-            raw = f.read()
+            raw = f.read(limit + 1)
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        trace = json.loads(raw)
+            raw = _decompress(raw, limit, str(path))
+        elif len(raw) > limit:
+            raise TraceFormatError(
+                f"{path}: larger than {limit / 2**30:g} GiB; set ATTN_MAX_TRACE_GIB to allow it"
+            )
+        trace = parse_json(raw)
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read it ({e.strerror or e})") from e
-    except (ValueError, EOFError) as e:
+    except (ValueError, EOFError, zlib.error) as e:
+        if isinstance(e, TraceFormatError):
+            raise
         raise TraceFormatError(f"{path}: not JSON or gzip-compressed JSON ({e})") from e
     return check_format(trace, str(path))
 
@@ -103,8 +145,37 @@ def _category(cat: str) -> str:
     return OLD_CATEGORIES.get(cat.lower(), cat) if cat[:1].isupper() else cat
 
 
+def _numbers(values: list, field: str, name_of, whole: bool = False) -> np.ndarray:
+    """A column of numbers; TraceFormatError naming the first event (`name_of(i)`) whose value is
+    not a finite number of a sane size (null, text, NaN, 1e300; for ids, a whole number)."""
+    try:
+        column = np.array(values, dtype=np.float64)  # numeric text, as old traces write, reads too
+    except (TypeError, ValueError, OverflowError):
+        column = np.array([_float(v) for v in values], dtype=np.float64)
+    bad = ~np.isfinite(column) | (np.abs(column) > MAX_TIME_US)
+    if whole:
+        bad |= column != np.round(column)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TraceFormatError(
+            f"event {name_of(i)!r} has {field} {values[i]!r}: not a number a trace can hold"
+        )
+    return column.astype(np.int64) if whole else column
+
+
+def _float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
 def _args(e: dict) -> dict:
-    args = e.get("args") or {}
+    args = e.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise TraceFormatError(f"event {e.get('name')!r} has args {args!r}: not an object")
     if "Input dims" in args and "Input Dims" not in args:  # torch 1.8 spelled it this way
         args = {**args, "Input Dims": args["Input dims"]}
     return args
@@ -116,19 +187,30 @@ class Trace:
 
     def __init__(self, raw: dict) -> None:
         self.raw = raw
-        found = [
-            e
-            for e in raw.get("traceEvents", [])
-            if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e
-        ]
-        ts = np.array([float(e["ts"]) for e in found], dtype=np.float64)
-        dur = np.array([float(e.get("dur", 0.0)) for e in found], dtype=np.float64)
+        self._forwards: dict[tuple[str | None, bool], list[Forward]] = {}
+        complete = [e for e in raw.get("traceEvents", []) if type(e) is dict and e.get("ph") == "X"]
+        found = [e for e in complete if "ts" in e]
+        self.problems = []  # what makes counts untrustworthy: claims then cannot tell
+        if len(found) < len(complete):
+            self.problems.append(f"{len(complete) - len(found)} complete event(s) have no ts")
+        if untimed := sum("dur" not in e for e in found):
+            self.problems.append(f"{untimed} complete event(s) have no dur")
+        name_of = lambda i: found[i].get("name")  # noqa: E731
+        ts = _numbers([e["ts"] for e in found], "ts", name_of)
+        dur = _numbers([e.get("dur", 0.0) for e in found], "dur", name_of)
+        if len(found) and (dur < 0).any():
+            e = found[int(np.argmax(dur < 0))]
+            raise TraceFormatError(f"event {e.get('name')!r} has a negative dur ({e['dur']!r})")
         order = np.lexsort((-dur, ts))
         found = [found[i] for i in order]
         self.ts, self.dur = ts[order], dur[order]
         self.end = self.ts + self.dur
         self.name = [str(e.get("name", "")) for e in found]
-        self.cat = [_category(str(e.get("cat", ""))) for e in found]
+        categories: dict[str, str] = {}  # raw spelling -> today's, worked out once per spelling
+        self.cat = [
+            categories.get(c) or categories.setdefault(c, _category(c))
+            for c in (str(e.get("cat", "")) for e in found)
+        ]
         self.args = [_args(e) for e in found]
         threads: dict[tuple, int] = {}
         self.thread = np.array(
@@ -137,25 +219,63 @@ class Trace:
         )
         self.threads = list(threads)  # (pid, tid) of each thread index
         correlations = [a.get("correlation") for a in self.args]  # -1: none
-        self.correlation = np.array([-1 if c is None else int(c) for c in correlations], np.int64)
-        self.is_device = np.array([c in DEVICE_CATEGORIES for c in self.cat], dtype=bool)
-        self.is_runtime = np.array([c in RUNTIME_CATEGORIES for c in self.cat], dtype=bool)
+        self.correlation = _numbers(
+            [-1 if c is None else c for c in correlations],
+            "correlation",
+            self.name.__getitem__,
+            True,
+        )
+        self.is_device = self.rows_where(lambda cat, name: cat in DEVICE_CATEGORIES)
+        self.is_runtime = self.rows_where(lambda cat, name: cat in RUNTIME_CATEGORIES)
+        # Device work is tied to its launch by correlation id: when ids repeat among launches, or
+        # no device event finds its launch, per-range device counts would be made up.
+        launches = self.correlation[self.is_runtime & (self.correlation >= 0)]
+        shared = len(launches) - len(np.unique(launches))
+        device = self.correlation[self.is_device]
+        lost = len(device) and not np.isin(device, launches).any()
+        if shared:
+            self.problems.append(f"{shared} runtime call(s) reuse another's correlation id")
+        if lost:
+            self.problems.append(f"none of the {len(device)} device events has its launch")
+        self.device_counts_known = not (shared or lost)
+
+    def rows_where(self, test) -> np.ndarray:
+        """A boolean column: `test(cat, name)` of every row."""
+        found = (test(c, n) for c, n in zip(self.cat, self.name, strict=True))
+        return np.fromiter(found, dtype=bool, count=len(self.name))
+
+    @functools.cached_property
+    def is_aten_op(self) -> np.ndarray:
+        """ATen operators: what `ops_per_forward` counts."""
+        return self.rows_where(lambda cat, name: cat == "cpu_op" and name.startswith("aten::"))
+
+    @functools.cached_property
+    def is_launch(self) -> np.ndarray:
+        """Runtime or driver calls that launch device work."""
+        return self.is_runtime & self.rows_where(lambda cat, name: "Launch" in name)
 
     def event(self, i: int) -> Event:
-        pid, tid = self.threads[self.thread[i]]
-        return Event(
-            self.name[i], self.cat[i], float(self.ts[i]), float(self.dur[i]), pid, tid, self.args[i]
-        )
+        return self.events(np.array([i]))[0]
+
+    def events(self, rows: np.ndarray) -> list[Event]:
+        """The rows as Event objects (columns read once, not element by element)."""
+        columns = (rows.tolist(), self.ts[rows].tolist(), self.dur[rows].tolist())
+        return [
+            Event(self.name[i], self.cat[i], ts, dur, *self.threads[thread], self.args[i])
+            for i, ts, dur, thread in zip(*columns, self.thread[rows].tolist(), strict=True)
+        ]
 
     @property
     def has_device_activity(self) -> bool:
         return bool(self.is_device.any())
 
     @functools.cached_property
-    def _by_thread(self) -> dict[int, np.ndarray]:
-        """Row numbers of each thread's host events (device work left out), in start order."""
+    def _by_thread(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Row numbers of each thread's host events (device work left out), in start order, and
+        their start times: a range's events are found by binary search, whatever the ranges."""
         host = np.flatnonzero(~self.is_device)
-        return {int(t): host[self.thread[host] == t] for t in np.unique(self.thread[host])}
+        rows = {int(t): host[self.thread[host] == t] for t in np.unique(self.thread[host])}
+        return {t: (r, self.ts[r]) for t, r in rows.items()}
 
     @functools.cached_property
     def parent(self) -> np.ndarray:
@@ -163,10 +283,10 @@ class Trace:
         device work). Rows come in start order with parents first, so one stack per thread does."""
         parent = np.full(len(self.name), -1, dtype=np.int64)
         end = self.end.tolist()
-        for rows in self._by_thread.values():
+        for rows, _ in self._by_thread.values():
             stack: list[int] = []
             for i in rows.tolist():
-                while stack and end[stack[-1]] + _EPS_US < end[i]:
+                while stack and end[stack[-1]] + EPS_US < end[i]:
                     stack.pop()
                 if stack:
                     parent[i] = stack[-1]
@@ -182,7 +302,7 @@ class Trace:
 
     def thread_rows(self, row: int) -> np.ndarray:
         """The host rows of `row`'s thread, in start order."""
-        return self._by_thread[int(self.thread[row])]
+        return self._by_thread[int(self.thread[row])][0]
 
     @functools.cached_property
     def _device_by_correlation(self) -> tuple[np.ndarray, np.ndarray]:
@@ -213,7 +333,7 @@ class Trace:
     def range_rows(self, name: str | None = None) -> list[int]:
         """The CPU-side range events: `name` exactly (a trailing `*` matches a prefix); by default
         every `attn_fwd`, else every `ProfilerStep#N`."""
-        candidates = [i for i, c in enumerate(self.cat) if c in RANGE_CATEGORIES]
+        candidates = self._range_candidates
         if name is None:
             found = [i for i in candidates if self.name[i] == FORWARD_RANGE]
             return found or [i for i in candidates if self.name[i].startswith(STEP_PREFIX)]
@@ -222,21 +342,29 @@ class Trace:
         return [i for i in candidates if self.name[i] == name]
 
     @functools.cached_property
-    def _host(self) -> np.ndarray:
-        """Row numbers of every thread's host events, in start order."""
-        return np.flatnonzero(~self.is_device)
+    def _range_candidates(self) -> list[int]:
+        return [i for i, c in enumerate(self.cat) if c in RANGE_CATEGORIES]
+
+    @functools.cached_property
+    def _host(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every thread's host events (row numbers in start order) and their start times."""
+        rows = np.flatnonzero(~self.is_device)
+        return rows, self.ts[rows]
 
     def forwards(self, range_name: str | None = None, any_thread: bool = False) -> list[Forward]:
         """The ranges, in order, each with its CPU events and the device work it launched; with
         any_thread, the events of every thread inside the range's time (autograd runs a GPU
         backward on a thread of its own while the range's thread waits)."""
-        found = []
+        key = (range_name, any_thread)
+        if key in self._forwards:  # asked for again by the summary, claims and tables
+            return self._forwards[key]
+        found = self._forwards[key] = []
         for r in self.range_rows(range_name):
-            rows = self._host if any_thread else self._by_thread[int(self.thread[r])]
-            lo = np.searchsorted(self.ts[rows], self.ts[r] - _EPS_US, "left")
-            hi = np.searchsorted(self.ts[rows], self.end[r] + _EPS_US, "right")
+            rows, starts = self._host if any_thread else self._by_thread[int(self.thread[r])]
+            lo = np.searchsorted(starts, self.ts[r] - EPS_US, "left")
+            hi = np.searchsorted(starts, self.end[r] + EPS_US, "right")
             inside = rows[lo:hi]
-            inside = inside[(inside != r) & (self.end[inside] <= self.end[r] + _EPS_US)]
+            inside = inside[(inside != r) & (self.end[inside] <= self.end[r] + EPS_US)]
             device = self.launched_by(inside[self.is_runtime[inside]])
             found.append(Forward(self, r, inside, device))
         return found
@@ -248,10 +376,11 @@ def parse(trace: dict | Trace) -> Trace:
 
 
 def read_trace(path: Path | str) -> Trace:
+    """A trace file as a table; TraceFormatError naming the file and the problem."""
     raw = load_trace(path)
     try:
         return Trace(raw)
-    except (TypeError, ValueError) as e:  # an event whose ts, dur or correlation is no number
+    except (TypeError, ValueError) as e:  # TraceFormatError names the event and its field
         raise TraceFormatError(f"{path}: an event that cannot be read ({e})") from e
 
 
@@ -273,11 +402,11 @@ class Forward:
 
     @functools.cached_property
     def cpu_events(self) -> list[Event]:
-        return [self.trace.event(i) for i in self.cpu_rows]
+        return self.trace.events(self.cpu_rows)
 
     @functools.cached_property
     def device_events(self) -> list[Event]:
-        return [self.trace.event(i) for i in self.device_rows]
+        return self.trace.events(self.device_rows)
 
     @property
     def aten_ops(self) -> list[Event]:
@@ -323,19 +452,20 @@ def _mean(values: list[float]) -> float | None:
 
 
 def range_counts(forward: Forward) -> dict:
-    """Counts and times of one range: the per-range row of a summary."""
+    """Counts and times of one range: the per-range row of a summary (columns, no event objects)."""
+    t, device = forward.trace, forward.device_rows
     memcpy: dict[str, int] = {}
-    for e in forward.of_kind(MEMCPY):
-        memcpy[memcpy_direction(e.name)] = memcpy.get(memcpy_direction(e.name), 0) + 1
+    for direction in (memcpy_direction(t.name[i]) for i in device if t.cat[i] == MEMCPY):
+        memcpy[direction] = memcpy.get(direction, 0) + 1
     return {
-        "name": forward.range.name,
-        "cpu_time_us": forward.range.dur,
+        "name": t.name[forward.row],
+        "cpu_time_us": float(t.dur[forward.row]),
         "device_time_us": forward.device_time_us,
-        "aten_ops": len(forward.aten_ops),
-        "kernels": len(forward.of_kind(KERNEL)),
+        "aten_ops": int(t.is_aten_op[forward.cpu_rows].sum()),
+        "kernels": sum(t.cat[i] == KERNEL for i in device),
         "memcpy": dict(sorted(memcpy.items())),
-        "memset": len(forward.of_kind(MEMSET)),
-        "launches": sum(runtime_kind(e.name) == "launch" for e in forward.runtime_calls),
+        "memset": sum(t.cat[i] == MEMSET for i in device),
+        "launches": int(t.is_launch[forward.cpu_rows].sum()),
     }
 
 
@@ -349,7 +479,7 @@ def per_forward(
         wanted = range_name or f"{FORWARD_RANGE!r} or {STEP_PREFIX}N"
         raise TraceFormatError(f"the trace holds no {wanted} range")
     rows = [range_counts(f) for f in fwds]
-    on_device = trace.has_device_activity
+    on_device = trace.has_device_activity and trace.device_counts_known  # else: cannot tell
     directions = sorted({d for r in rows for d in r["memcpy"]})
 
     def mean_of(key: str) -> float | None:
@@ -374,7 +504,7 @@ def per_forward(
         "kernels": [e.name for e in first.of_kind(KERNEL)],
         "ops": [e.name for e in top_level(first)],
         "ranges": rows,
-    }
+    } | ({"problems": trace.problems} if trace.problems else {})
 
 
 def top_level(forward: Forward) -> list[Event]:
@@ -389,13 +519,14 @@ def top_level(forward: Forward) -> list[Event]:
 
 def depths(evts: list[Event]) -> list[int]:
     """Nesting depth of each event (0 = outermost), for events sorted by start time."""
-    stack: list[Event] = []
+    stack: list[tuple[float, float]] = []  # (start, end) of the events enclosing the current one
     result = []
     for e in evts:
-        while stack and not stack[-1].contains(e):
+        start, end = e.ts, e.ts + e.dur
+        while stack and not (stack[-1][0] - EPS_US <= start and end <= stack[-1][1] + EPS_US):
             stack.pop()
         result.append(len(stack))
-        stack.append(e)
+        stack.append((start, end))
     return result
 
 
@@ -430,6 +561,11 @@ def peak_memory(trace: Trace, fwds: list[Forward]) -> int | None:
     allocations = memory_events(trace.raw, 1 if trace.has_device_activity else CPU_DEVICE_TYPE)
     if not allocations:
         return None
-    return max(
-        peak_of([b for ts, b in allocations if f.range.ts <= ts <= f.range.end]) for f in fwds
-    )
+    ts = np.array([t for t, _ in allocations], dtype=np.float64)
+    sizes = np.array([b for _, b in allocations], dtype=np.int64)
+    peaks = []
+    for f in fwds:  # each range's allocations are a slice of the sorted ones: no scan per range
+        lo = np.searchsorted(ts, trace.ts[f.row], "left")
+        hi = np.searchsorted(ts, trace.end[f.row], "right")
+        peaks.append(max(0, int(np.cumsum(sizes[lo:hi]).max(initial=0))))
+    return max(peaks)

@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from attn.profiling.atomic import replace_file
+from attn.profiling.trace import TraceFormatError, load_trace
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,7 @@ def screenshot(
     cache_dir: Path | None = None,
 ) -> dict:
     """Take a PNG of the trace in the viewer, zoomed to one `range_name` with `select` selected."""
+    load_trace(trace_path)  # missing, empty or not a trace: one line now, not a browser's error
     folder = require_viewer(cache_dir)
     chromium = find_chromium()
     try:
@@ -247,8 +249,6 @@ def screenshot(
     except ImportError:
         raise ViewerUnavailable("playwright is not installed (pip install -e .[test])") from None
     trace_path, png_path = Path(trace_path).resolve(), Path(png_path)
-    if not trace_path.is_file():
-        raise FileNotFoundError(trace_path)
 
     # One folder to serve: the viewer, and the trace beside it (links, not copies).
     with tempfile.TemporaryDirectory(prefix="trace-viewer-") as tmp:
@@ -364,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if dest is None:
                 return 1
             print(dest)
-    except ViewerUnavailable as error:
+    except (ViewerUnavailable, TraceFormatError) as error:
         print(error, file=sys.stderr)
         return 1
     return 0

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import gzip
+import html
 import json
+import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+import PIL.Image
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
@@ -71,21 +74,35 @@ def check_file(path: Path) -> None:
     """A published artifact must be whole: gzip JSON traces decode, pictures parse, data loads."""
     try:
         if path.name.endswith(".json.gz"):
-            json.loads(gzip.decompress(path.read_bytes()))
+            trace = json.loads(gzip.decompress(path.read_bytes()))
+            if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+                raise ValueError("not a Chrome trace: no 'traceEvents' list")
         elif path.suffix == ".svg":
             ElementTree.fromstring(path.read_bytes())
         elif path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))
-        elif path.suffix == ".png" and not path.read_bytes().startswith(b"\x89PNG"):
-            raise ValueError("not a PNG")
+        elif path.suffix == ".png":
+            with PIL.Image.open(path) as image:  # a whole picture, not a PNG signature alone
+                image.verify()
         elif path.stat().st_size == 0:
             raise ValueError("empty")
-    except (OSError, ValueError, EOFError, ElementTree.ParseError) as e:
+    except (OSError, ValueError, EOFError, ElementTree.ParseError, PIL.UnidentifiedImageError) as e:
         raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
 
 
+SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # what a set's folder may be called: safe in any URL
+
+
 def load_set(folder: Path) -> dict:
-    """One hardware set, checked: {slug, folder, env, manifest, summaries, title, device_type}."""
+    """One hardware set, checked: {slug, folder, env, manifest, summaries, title, device_type}.
+
+    What a contributed set says about itself (device name, versions) is HTML-escaped here, once,
+    so every tab, attribute and line that shows it shows text."""
+    if not SLUG.fullmatch(folder.name):
+        raise BrokenSet(
+            f"profiles hook: {folder} cannot be a set's folder: name it in lowercase letters, "
+            "digits, '.', '_' and '-' (as attn.profiling does)"
+        )
     index = folder / layout.MANIFEST
     manifest = read_json(index)
     variants = manifest.get("variants")
@@ -116,8 +133,9 @@ def load_set(folder: Path) -> dict:
         check_file(folder / f"{figure}.json")
     env_path = folder / layout.ENVIRONMENT
     env = read_json(env_path) if env_path.exists() else {}
+    env = {k: html.escape(v) if isinstance(v, str) else v for k, v in env.items()}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
-    name = manifest.get("device_name") or env.get("device_name") or folder.name
+    name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
     return {
         "slug": folder.name,
         "folder": folder,
@@ -137,7 +155,12 @@ def hardware_sets(root: Path) -> list[dict]:
     found = [
         load_set(p) for p in layout.hardware_dirs(Path(root)) if (p / layout.MANIFEST).is_file()
     ]
-    return sorted(found, key=lambda h: (DEVICE_ORDER.get(h["device_type"], 1), h["title"]))
+    found = sorted(found, key=lambda h: (DEVICE_ORDER.get(h["device_type"], 1), h["title"]))
+    titles = [h["title"] for h in found]
+    for h in found:  # two sets of one title would make two tabs no one can tell (or select) apart
+        if titles.count(h["title"]) > 1:
+            h["title"] = f"{h['title']} ({h['slug']})"
+    return found
 
 
 def artifact_files(root: Path, config) -> list[File]:

@@ -1,0 +1,88 @@
+"""Traces of any size: the timeline stays a few thousand elements, the scrubbed copy is written a
+chunk at a time yet equals scrubbing the whole, decompression is capped, and analyze tells its steps.
+Speeds are measured by benchmarks/trace_scale.py, never here."""
+
+import gzip
+import json
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from attn.profiling import scrub
+from attn.profiling.analyze import ANALYSIS_STEPS, write_artifacts
+from attn.profiling.scrub import Scrubber, scrub_trace, write_trace
+from attn.profiling.timeline import MIXED_COLOR, draw_timeline
+from attn.profiling.trace import Trace, TraceFormatError, load_trace, per_forward
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from trace_scale import synthetic_trace  # noqa: E402
+
+
+def test_the_synthetic_trace_has_its_steps_and_kernels():
+    summary = per_forward(synthetic_trace(3000, steps=5))
+    assert summary["forwards"] == 5 and summary["range"].startswith("ProfilerStep#")
+    assert summary["kernels_per_forward"] == summary["launches_per_forward"] == 200
+
+
+def test_a_range_of_sixty_thousand_events_draws_under_five_thousand_elements(tmp_path):
+    trace = Trace(synthetic_trace(60_000, steps=1))
+    draw_timeline(trace.forwards(), "big", tmp_path / "t.svg", focus="kernel_7")
+    svg = (tmp_path / "t.svg").read_text()
+    assert sum(1 for _ in ElementTree.fromstring(svg).iter()) < 5000
+    assert MIXED_COLOR in svg or "many short events" in svg  # sub-pixel events became spans
+    assert "kernel_7" in svg  # the chapter's event is labelled, however narrow
+
+
+def test_a_small_range_is_drawn_event_by_event(tmp_path):
+    trace = Trace(synthetic_trace(300, steps=1))
+    draw_timeline(trace.forwards(), "small", tmp_path / "t.svg")
+    assert "many short events" not in (tmp_path / "t.svg").read_text()
+
+
+def _trace_with_paths(n: int) -> dict:
+    events = synthetic_trace(n, steps=1)
+    events["traceEvents"][n // 2]["args"] = {"file": "/home/ann/p/a.py", "hostname": "box7"}
+    events["traceEvents"][-1]["name"] = "/tmp/torchinductor_ann/x.py"
+    return {"traceName": "/home/ann/t.json", **events}
+
+
+@pytest.mark.parametrize("chunk", [7, 100_000])
+def test_writing_chunk_by_chunk_equals_scrubbing_the_whole(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(scrub, "CHUNK", chunk)
+    trace = _trace_with_paths(300)
+    paths, names = ["/home/ann", "/tmp"], ["box7", "ann"]
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths, names))
+    written = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))
+    assert written == scrub_trace(trace, paths, names)
+    assert "/home/ann" not in json.dumps(written) and "box7" not in json.dumps(written)
+
+
+def test_an_event_with_nothing_to_scrub_is_written_as_it_was(tmp_path):
+    trace = synthetic_trace(300, steps=1)
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(["/home/ann"], ["ann"]))
+    written = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))
+    assert written["traceEvents"] == trace["traceEvents"]
+
+
+def test_a_gzip_bomb_is_refused_in_one_line_before_it_fills_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_MAX_TRACE_GIB", str(1 / 1024))  # 1 MiB
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (8 * 2**20) + b"]}"))
+    with pytest.raises(TraceFormatError, match="decompresses to more than") as e:
+        load_trace(bomb)
+    assert "\n" not in str(e.value) and str(bomb) in str(e.value)
+
+
+def test_a_cut_gzip_file_is_refused_in_one_line(tmp_path):
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(json.dumps(synthetic_trace(300)).encode())[:-40])
+    with pytest.raises(TraceFormatError, match="not JSON or gzip"):
+        load_trace(cut)
+
+
+def test_analysis_tells_each_step_for_a_progress_bar(tmp_path):
+    told: list[str] = []
+    write_artifacts(synthetic_trace(300, steps=2), tmp_path / "set", progress=told.append)
+    assert told == list(ANALYSIS_STEPS)
