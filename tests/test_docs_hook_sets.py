@@ -6,8 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
+import markdown
 import pytest
-from test_docs_hook import sets  # the hook's module, loaded once as MkDocs loads it
+from test_docs_hook import expand, sets  # the hook's module, loaded once as MkDocs loads it
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,6 +128,23 @@ def test_a_device_name_is_text_wherever_the_site_shows_it(profiles):
     (hw,) = sets.hardware_sets(profiles)
     for shown in (hw["title"], hw["env"]["device_name"]):
         assert "<b>" not in shown and '"' not in shown and "H200" in shown
+
+
+def test_a_device_name_with_markdown_marks_shows_them_as_text(profiles):
+    path = profiles / "cpu" / "index.json"
+    data = {
+        **json.loads(path.read_text()),
+        "device_name": "GPU *fast* [x](y) `z`",
+        "device_type": "cuda",
+    }
+    path.write_text(json.dumps(data))
+    (hw,) = sets.hardware_sets(profiles)
+    assert hw["title"] == r"GPU \*fast\* \[x\](y) \`z\`"
+    html_out = markdown.markdown(f"# {hw['title']}")
+    assert "<em>" not in html_out and "<a " not in html_out and "<code>" not in html_out
+    assert "*fast*" in html_out and "[x](y)" in html_out
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
+    assert 'data-perfetto-title="naive on GPU *fast* [x](y) `z`"' in out
 
 
 @pytest.mark.parametrize(

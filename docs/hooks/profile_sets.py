@@ -136,6 +136,7 @@ def load_set(folder: Path) -> dict:
     env = {k: html.escape(v) if isinstance(v, str) else v for k, v in env.items()}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
     name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
+    name = re.sub(r"([\\`*_\[\]])", r"\\\1", name)  # a tab label is Markdown: its marks as text
     return {
         "slug": folder.name,
         "folder": folder,

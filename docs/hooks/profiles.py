@@ -95,6 +95,11 @@ def _row(cells: list) -> str:
     return "| " + " | ".join("–" if c is None else str(c) for c in cells) + " |"
 
 
+def unmark(text: str) -> str:
+    """A set's title without the backslashes that keep its Markdown marks as text (an attribute)."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
 def _fmt(text, value) -> str | None:
     return None if value is None else text(value)
 
@@ -203,7 +208,7 @@ def render_variant(page: Page, name: str) -> str:
         if layout.TRACE in files:
             text.append(
                 f"[Open in Perfetto]({url(layout.TRACE)}){{ .md-button data-perfetto-trace "
-                f'data-perfetto-title="{where}" }} [Open here]({url(layout.TRACE)}){{ .md-button '
+                f'data-perfetto-title="{unmark(where)}" }} [Open here]({url(layout.TRACE)}){{ .md-button '
                 f'data-trace-viewer data-trace-range="{shown}" }}'
             )
         if kernels := summary.get("kernels"):
