@@ -51,7 +51,7 @@ def _trace_with_paths(n: int) -> dict:
 @pytest.mark.parametrize("chunk", [7, 100_000])
 def test_writing_chunk_by_chunk_equals_scrubbing_the_whole(tmp_path, monkeypatch, chunk):
     monkeypatch.setattr(scrub, "CHUNK", chunk)
-    trace = _trace_with_paths(300)
+    trace = _trace_with_paths(2500)  # past the thousand events walked at a time
     paths, names = ["/home/ann", "/tmp"], ["box7", "ann"]
     write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths, names))
     written = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))
