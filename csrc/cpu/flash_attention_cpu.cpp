@@ -166,6 +166,7 @@ struct Problem {
   bool causal;
   bool keep_kt;  // K^T of a whole head fits kMaxKeptKt: packed once per head, not per tile
   HeadLayout layout;
+  int64_t ld_kt = 0;  // kPlain's K^T: kt_stride of the head (keep_kt) or of one KV tile
 };
 
 // Scratch buffers start on a cache line. AMX and AVX-512 read whole 64-byte lines: with buffers
@@ -184,8 +185,8 @@ Buffer<T> buffer(int64_t n) {
 template <typename T>
 struct Scratch {
   explicit Scratch(const Problem<T>& p)
-      : kt(buffer<T>(p.head_dim * std::max(round_up(p.seq_k, kPackN),
-                                           kt_stride<T>(p.keep_kt ? p.seq_k : kBlockKV)))),
+      : kt(buffer<T>(p.head_dim *
+                     (p.keep_kt ? std::max(round_up(p.seq_k, kPackN), p.ld_kt) : p.ld_kt))),
         vp(buffer<T>(p.layout == HeadLayout::kVnni ? round_up(p.seq_k, 2) * p.head_dim : 0)),
         buf(buffer<T>(p.layout == HeadLayout::kVnni ? kBlockKV * kPackN : 0)),
         s(buffer<float>(kBlockQ * kBlockKV)),
@@ -259,13 +260,11 @@ ATTN_INLINE void tile_scores(const Problem<T>& p, Scratch<T>& w, const T* q, con
     return;
   }
   const T* kt = w.kt.get() + j0;
-  int64_t ld_kt = kt_stride<T>(p.seq_k);
   if (!p.keep_kt) {  // a long head: K^T of this tile only
-    ld_kt = kt_stride<T>(cols);
-    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), ld_kt, cols);
+    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), p.ld_kt, cols);
     kt = w.kt.get();
   }
-  gemm(rows, cols, d, q, p.q_ss, kt, ld_kt, s, kBlockKV, /*accumulate=*/false);
+  gemm(rows, cols, d, q, p.q_ss, kt, p.ld_kt, s, kBlockKV, /*accumulate=*/false);
 }
 
 // acc (+)= P @ V of keys [j0, j0 + cols): [rows, cols] x [cols, d]; the first KV tile (j0 == 0)
@@ -433,7 +432,7 @@ void run(const Problem<T>& p, int64_t batch_heads) {
         if (p.layout == HeadLayout::kVnni) {
           pack_head_vnni(p, k, p.v + b * p.v_sb + h * p.v_sh, w);
         } else {
-          pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), kt_stride<T>(p.seq_k), p.seq_k);
+          pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.ld_kt, p.seq_k);
         }
         w.head = bh;
       }
@@ -461,6 +460,7 @@ void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::
       q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
       v.stride(0), v.stride(1), v.stride(2), static_cast<float>(scale), is_causal,
       /*keep_kt=*/seq_k * d <= kMaxKeptKt, HeadLayout::kPlain};
+  p.ld_kt = kt_stride<T>(p.keep_kt ? seq_k : kBlockKV);
   // AMX for bf16 where cpublas can pack for it, on heads whose packed K and V are kept whole.
   if (std::is_same_v<T, c10::BFloat16> && d % kPackN == 0 && p.keep_kt &&
       at::native::cpublas::could_pack(at::kBFloat16)) {
