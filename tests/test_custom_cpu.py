@@ -77,12 +77,25 @@ def test_float32_matches_reference(variant, batch, heads, seq_q, seq_k, head_dim
     [
         (1, 1, 64),
         (200, 150, 64),
-        (77, 600, 32),  # head_dim not a multiple of 64: the BLAS's bf16 GEMM even with AMX
+        (77, 600, 32),  # head_dim not a multiple of 64: fp32 products even with AMX
         (129, 1031, 128),  # odd seq_k: packed keys padded; KV tiles with a tail
+        (40, 17000, 64),  # K^T of a head past 4 MB: widened and packed per KV tile
     ],
 )
 def test_bfloat16_matches_reference(variant, seq_q, seq_k, head_dim, is_causal):
     q, k, v = qkv(2, 2, seq_q, seq_k, head_dim, dtype=torch.bfloat16)
+    assert_matches_reference(variant, q, k, v, is_causal)
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_bfloat16_strided_inputs(variant, is_causal):
+    """bf16 q and v read with their row strides where they are widened for fp32 products."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (
+        torch.randn(1, n, 2, 64, generator=gen).to(torch.bfloat16).transpose(1, 2)
+        for n in (150, 600, 600)
+    )
+    assert q.stride(2) == 2 * 64 and v.stride(2) == 2 * 64
     assert_matches_reference(variant, q, k, v, is_causal)
 
 

@@ -3,10 +3,10 @@
 // Work is split over (batch, head, Q tile) with at::parallel_for. Each thread owns its scratch: the
 // score tile S, the probabilities P, the output accumulator, the running max m and sum l per row,
 // and the head's K^T (and, on AMX, its V) packed for the GEMMs while that fits 4 MB, else K^T of
-// one KV tile. So scratch stays bounded however long the sequences. q, k and v keep their dtype
-// (fp32 or bf16) into the two tile products, which go to ATen's CPU BLAS: cpublas::brgemm, with
-// fp32 results (see HeadLayout). The softmax in between uses GCC vector extensions, compiled once
-// per x86-64 vector ISA (AVX-512, AVX2, baseline); the copy that runs is the one for the ISA torch
+// one KV tile. So scratch stays bounded however long the sequences. The two tile products go to
+// ATen's CPU BLAS, cpublas::brgemm, with fp32 results; they multiply fp32, or bf16 on CPUs with
+// AMX (see kVnni). The softmax in between uses GCC vector extensions, compiled once per x86-64
+// vector ISA (AVX-512, AVX2, baseline); the copy that runs is the one for the ISA torch
 // runs its own kernels with, so the build needs no -march flag and ATEN_CPU_CAPABILITY=avx2 moves
 // both kernels.
 
@@ -122,35 +122,39 @@ ATTN_INLINE V exp2_lanes(V t) {
   return p * (V)two_n;
 }
 
-// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); row-major, with leading dimensions; T is float
-// or bf16, C is fp32 either way. vnni: B is in the layout cpublas::pack makes (see HeadLayout).
-template <typename T>
+// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); row-major, with leading dimensions; A and B
+// are float or bf16, C is fp32 either way. vnni: B is in the layout cpublas::pack makes.
+template <typename G>
 ATTN_INLINE void gemm(
-    int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, float* c,
+    int64_t m, int64_t n, int64_t k, const G* a, int64_t lda, const G* b, int64_t ldb, float* c,
     int64_t ldc, bool accumulate, bool vnni = false) {
   at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, vnni);
 }
 
-// How the tile products read a head's K and V.
-//  - kPlain: K^T, [d, seq_k] row-major, packed by us (once per head while it fits kMaxKeptKt,
-//    else per KV tile); V read where it lies. The GEMM is oneDNN's brgemm for fp32, the BLAS's bf16
-//    GEMM for bf16.
-//  - kVnni (bf16, on CPUs with AMX): K^T and V repacked by cpublas::pack, in blocks of 64 columns,
-//    into the layout AMX's bf16 dot products read (pairs of rows interleaved). oneDNN's brgemm then
-//    runs on AMX tiles, as it does inside torch's own flash attention; the BLAS's GEMM would
-//    repack both operands on every call.
-enum class HeadLayout { kPlain, kVnni };
+// The tile products multiply operands of type G, chosen per call from q's dtype T and the CPU:
+//  - G = float (fp32, and bf16 on CPUs without AMX): K^T, [d, seq_k] row-major, packed by us
+//    (once per head while it fits kMaxKeptKt, else per KV tile); the GEMM is oneDNN's fp32 brgemm.
+//    bf16 inputs are widened on their way into scratch: K as it is packed, each Q tile and V tile
+//    before their products. Without AMX, cpublas's bf16 GEMM is the BLAS's, which widens and
+//    repacks both operands on every call: on an AMD EPYC (Zen 4), with AVX-512 or held to AVX2,
+//    bf16 through it took 1.1-1.35x the time of fp32 through oneDNN.
+//  - G = bf16 (bf16 on CPUs with AMX): K^T and V repacked by cpublas::pack, in blocks of 64
+//    columns, into the layout AMX's bf16 dot products read (pairs of rows interleaved). oneDNN's
+//    brgemm then runs on AMX tiles, as it does inside torch's own flash attention.
+template <typename G>
+constexpr bool kVnni = !std::is_same_v<G, float>;  // bf16 products: AMX's layout
+template <typename T, typename G>
+constexpr bool kWiden = !std::is_same_v<T, G>;  // bf16 inputs, fp32 products
 constexpr int64_t kPackN = 64;  // columns per packed block (cpublas::pack takes at most 64)
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// Leading dimension of a packed K^T of `cols` keys: the row length rounded up to a cache line, plus
-// one line. The S GEMM reads K^T's 64 rows together; at a power-of-two seq_k their starts lie a
-// multiple of 4 KB apart and fall into the same few L1 sets, which evict each other. On an AMD
-// EPYC (Zen 4) run with AVX2, the unpadded stride made custom_cpu about 20% slower in float32.
-template <typename T>
+// Leading dimension of a packed fp32 K^T of `cols` keys: the row length rounded up to a cache
+// line, plus one line. The S GEMM reads K^T's 64 rows together; at a power-of-two seq_k their
+// starts lie a multiple of 4 KB apart and fall into the same few L1 sets, which evict each other.
+// On an AMD EPYC (Zen 4) run with AVX2, the unpadded stride made custom_cpu about 20% slower.
 int64_t kt_stride(int64_t cols) {
-  constexpr int64_t line = 64 / sizeof(T);
+  constexpr int64_t line = 64 / sizeof(float);
   return round_up(cols, line) + line;
 }
 
@@ -165,8 +169,7 @@ struct Problem {
   float scale;
   bool causal;
   bool keep_kt;  // K^T of a whole head fits kMaxKeptKt: packed once per head, not per tile
-  HeadLayout layout;
-  int64_t ld_kt = 0;  // kPlain's K^T: kt_stride of the head (keep_kt) or of one KV tile
+  int64_t ld_kt = 0;  // fp32 K^T: kt_stride of the head (keep_kt) or of one KV tile
 };
 
 // Scratch buffers start on a cache line. AMX and AVX-512 read whole 64-byte lines: with buffers
@@ -179,52 +182,67 @@ Buffer<T> buffer(int64_t n) {
   return Buffer<T>(static_cast<T*>(std::aligned_alloc(64, bytes)), &std::free);
 }
 
-// One thread's working memory, allocated once per call (never inside the loops); at most about
-// 5 MB (K^T, or K^T and V packed for AMX), whatever the sequence lengths. S has rows of kBlockKV
-// floats, P the same in T (P is S itself when T is float).
-template <typename T>
+// One thread's working memory for inputs of type T and products in G, allocated once per call
+// (never inside the loops); at most about 5 MB (K^T, or K^T and V packed for AMX), whatever the
+// sequence lengths. S has rows of kBlockKV floats; P is S itself, or for AMX the same in bf16.
+template <typename T, typename G>
 struct Scratch {
   explicit Scratch(const Problem<T>& p)
-      : kt(buffer<T>(p.head_dim *
-                     (p.keep_kt ? std::max(round_up(p.seq_k, kPackN), p.ld_kt) : p.ld_kt))),
-        vp(buffer<T>(p.layout == HeadLayout::kVnni ? round_up(p.seq_k, 2) * p.head_dim : 0)),
-        buf(buffer<T>(p.layout == HeadLayout::kVnni ? kBlockKV * kPackN : 0)),
+      : kt(buffer<G>(kVnni<G> ? round_up(p.seq_k, kPackN) * p.head_dim : p.head_dim * p.ld_kt)),
+        v(buffer<G>(kVnni<G> ? round_up(p.seq_k, 2) * p.head_dim
+                             : (kWiden<T, G> ? kBlockKV * p.head_dim : 0))),
+        q(buffer<G>(kWiden<T, G> ? kBlockQ * p.head_dim : 0)),
+        buf(buffer<G>(kVnni<G> ? kBlockKV * kPackN : 0)),
         s(buffer<float>(kBlockQ * kBlockKV)),
-        p(buffer<T>(std::is_same_v<T, float> ? 0 : kBlockQ * kBlockKV)),
+        p(buffer<G>(kVnni<G> ? kBlockQ * kBlockKV : 0)),
         acc(buffer<float>(kBlockQ * p.head_dim)),
         m(buffer<float>(kBlockQ)),
         l(buffer<float>(kBlockQ)) {}
-  Buffer<T> kt, vp, buf;  // K^T; for kVnni, V packed and the blocks on their way there
+  Buffer<G> kt;  // K^T
+  Buffer<G> v;   // AMX: the head's V packed; widening: one V tile in fp32
+  Buffer<G> q;   // widening: the Q tile in fp32
+  Buffer<G> buf;  // AMX: blocks on their way into kt and v
   Buffer<float> s;
-  Buffer<T> p;
+  Buffer<G> p;
   Buffer<float> acc, m, l;
-  int64_t head = -1;  // which (batch, head) kt (and vp) hold, when they hold whole heads
+  int64_t head = -1;  // which (batch, head) kt (and v) hold, when they hold whole heads
 
-  T* probabilities() {
-    if constexpr (std::is_same_v<T, float>) return s.get();
-    return p.get();
+  G* probabilities() {
+    if constexpr (kVnni<G>) {
+      return p.get();
+    } else {
+      return s.get();
+    }
   }
 };
 
-// K^T of `cols` keys, [d, cols] with leading dimension ld_kt, so that S = Q @ K^T is a plain
-// row-major GEMM; columns past `cols` up to `width` are zeros. Blocked for cache reuse.
-template <typename T>
-void pack_kt(const T* k, int64_t ld_k, int64_t cols, int64_t d, T* kt, int64_t ld_kt,
+// K^T of `cols` keys, [d, cols] with leading dimension ld_kt, in the products' type G (so that
+// S = Q @ K^T is a plain row-major GEMM); columns past `cols` up to `width` are zeros. Blocked for
+// cache reuse.
+template <typename T, typename G>
+void pack_kt(const T* k, int64_t ld_k, int64_t cols, int64_t d, G* kt, int64_t ld_kt,
              int64_t width) {
   constexpr int64_t kBlock = 32;
   for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
     const int64_t j1 = std::min(j0 + kBlock, cols);
     for (int64_t c = 0; c < d; ++c)
-      for (int64_t j = j0; j < j1; ++j) kt[c * ld_kt + j] = k[j * ld_k + c];
+      for (int64_t j = j0; j < j1; ++j) kt[c * ld_kt + j] = static_cast<G>(k[j * ld_k + c]);
   }
-  for (int64_t c = 0; c < d; ++c) std::fill(kt + c * ld_kt + cols, kt + c * ld_kt + width, T(0));
+  for (int64_t c = 0; c < d; ++c) std::fill(kt + c * ld_kt + cols, kt + c * ld_kt + width, G(0));
 }
 
-// One head's K and V for the kVnni layout: K^T in blocks of 64 keys (keys [j, j + 64) at
-// kt + j * d), V in blocks of 64 of head_dim's columns (columns [c, c + 64) at vp + c * keys, keys
-// being seq_k rounded up to even). Keys past seq_k are zeros.
+// `rows` rows of d bf16 values (leading dimension ld) as contiguous fp32 rows.
 template <typename T>
-void pack_head_vnni(const Problem<T>& p, const T* k, const T* v, Scratch<T>& w) {
+void widen_rows(const T* x, int64_t ld, int64_t rows, int64_t d, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) out[r * d + c] = static_cast<float>(x[r * ld + c]);
+}
+
+// One head's K and V for AMX's layout: K^T in blocks of 64 keys (keys [j, j + 64) at kt + j * d),
+// V in blocks of 64 of head_dim's columns (columns [c, c + 64) at v + c * keys, keys being seq_k
+// rounded up to even). Keys past seq_k are zeros.
+template <typename T>
+void pack_head_vnni(const Problem<T>& p, const T* k, const T* v, Scratch<T, T>& w) {
   const int64_t d = p.head_dim, keys = round_up(p.seq_k, 2);
   const auto bf16 = at::ScalarType::BFloat16;
   for (int64_t j0 = 0; j0 < p.seq_k; j0 += kPackN) {  // [d, 64] of K^T at a time
@@ -243,44 +261,48 @@ void pack_head_vnni(const Problem<T>& p, const T* k, const T* v, Scratch<T>& w) 
         else std::fill(row, row + kPackN, T(0));
       }
       at::native::cpublas::pack(rows, kPackN, kPackN, kPackN, bf16, bf16, w.buf.get(),
-                                w.vp.get() + c0 * keys + j0 * kPackN);
+                                w.v.get() + c0 * keys + j0 * kPackN);
     }
   }
 }
 
 // S = Q_tile @ K^T of keys [j0, j0 + cols): [rows, d] x [d, cols], S with rows of kBlockKV floats.
-template <typename T>
-ATTN_INLINE void tile_scores(const Problem<T>& p, Scratch<T>& w, const T* q, const T* k,
-                             int64_t rows, int64_t j0, int64_t cols, float* s) {
+// q: the tile's rows in G, leading dimension ld_q.
+template <typename T, typename G>
+ATTN_INLINE void tile_scores(const Problem<T>& p, Scratch<T, G>& w, const G* q, int64_t ld_q,
+                             const T* k, int64_t rows, int64_t j0, int64_t cols, float* s) {
   const int64_t d = p.head_dim;
-  if (p.layout == HeadLayout::kVnni) {
+  if constexpr (kVnni<G>) {
     for (int64_t j = 0; j < cols; j += kPackN)  // S's rows have room for the last block's width
-      gemm(rows, kPackN, d, q, p.q_ss, w.kt.get() + (j0 + j) * d, kPackN, s + j, kBlockKV, false,
+      gemm(rows, kPackN, d, q, ld_q, w.kt.get() + (j0 + j) * d, kPackN, s + j, kBlockKV, false,
            /*vnni=*/true);
-    return;
+  } else {
+    const G* kt = w.kt.get() + j0;
+    if (!p.keep_kt) {  // a long head: K^T of this tile only
+      pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), p.ld_kt, cols);
+      kt = w.kt.get();
+    }
+    gemm(rows, cols, d, q, ld_q, kt, p.ld_kt, s, kBlockKV, /*accumulate=*/false);
   }
-  const T* kt = w.kt.get() + j0;
-  if (!p.keep_kt) {  // a long head: K^T of this tile only
-    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), p.ld_kt, cols);
-    kt = w.kt.get();
-  }
-  gemm(rows, cols, d, q, p.q_ss, kt, p.ld_kt, s, kBlockKV, /*accumulate=*/false);
 }
 
 // acc (+)= P @ V of keys [j0, j0 + cols): [rows, cols] x [cols, d]; the first KV tile (j0 == 0)
 // overwrites acc. P has rows of kBlockKV, with a zero column past cols when cols is odd.
-template <typename T>
-ATTN_INLINE void tile_accumulate(const Problem<T>& p, Scratch<T>& w, const T* probs, const T* v,
-                                 int64_t rows, int64_t j0, int64_t cols, float* acc) {
+template <typename T, typename G>
+ATTN_INLINE void tile_accumulate(const Problem<T>& p, Scratch<T, G>& w, const G* probs,
+                                 const T* v, int64_t rows, int64_t j0, int64_t cols, float* acc) {
   const int64_t d = p.head_dim;
-  if (p.layout == HeadLayout::kVnni) {
+  if constexpr (kVnni<G>) {
     const int64_t keys = round_up(p.seq_k, 2), even_cols = round_up(cols, 2);
     for (int64_t c0 = 0; c0 < d; c0 += kPackN)
-      gemm(rows, kPackN, even_cols, probs, kBlockKV, w.vp.get() + c0 * keys + j0 * kPackN, kPackN,
+      gemm(rows, kPackN, even_cols, probs, kBlockKV, w.v.get() + c0 * keys + j0 * kPackN, kPackN,
            acc + c0, d, /*accumulate=*/j0 > 0, /*vnni=*/true);
-    return;
+  } else if constexpr (kWiden<T, G>) {
+    widen_rows(v + j0 * p.v_ss, p.v_ss, cols, d, w.v.get());
+    gemm(rows, d, cols, probs, kBlockKV, w.v.get(), d, acc, d, /*accumulate=*/j0 > 0);
+  } else {
+    gemm(rows, d, cols, probs, kBlockKV, v + j0 * p.v_ss, p.v_ss, acc, d, /*accumulate=*/j0 > 0);
   }
-  gemm(rows, d, cols, probs, kBlockKV, v + j0 * p.v_ss, p.v_ss, acc, d, /*accumulate=*/j0 > 0);
 }
 
 // --8<-- [start:core]
@@ -332,17 +354,28 @@ ATTN_INLINE float online_softmax_row(
   return alpha;
 }
 
-// One Q tile of one head: rows [i0, i0 + kBlockQ) of the output.
-template <typename V, typename T>
-ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratch<T>& w) {
+// One Q tile of one head: rows [i0, i0 + kBlockQ) of the output, inputs in T, products in G.
+template <typename V, typename T, typename G>
+ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratch<T, G>& w) {
   const int64_t d = p.head_dim, b = bh / p.heads, h = bh % p.heads;
-  const T* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_ss;
   const T* k = p.k + b * p.k_sb + h * p.k_sh;
   const T* v = p.v + b * p.v_sb + h * p.v_sh;
   T* out = p.out + (bh * p.seq_q + i0) * d;
   float *s = w.s.get(), *acc = w.acc.get(), *m = w.m.get(), *l = w.l.get();
-  T* probs = w.probabilities();
+  G* probs = w.probabilities();
   const int64_t rows = std::min(kBlockQ, p.seq_q - i0);
+  // The tile's queries as the products read them: in place, or widened to fp32.
+  const T* q_in = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_ss;
+  const G* q;
+  int64_t ld_q;
+  if constexpr (kWiden<T, G>) {
+    widen_rows(q_in, p.q_ss, rows, d, w.q.get());
+    q = w.q.get();
+    ld_q = d;
+  } else {
+    q = q_in;
+    ld_q = p.q_ss;
+  }
   // Causal: query i sees keys j <= i, so this tile needs no key past its last row; the KV tiles
   // entirely above the diagonal are never visited.
   const int64_t kv_end = p.causal ? std::min(p.seq_k, i0 + rows) : p.seq_k;
@@ -354,7 +387,7 @@ ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratc
 
     // S = Q_tile @ K_tile^T: [rows, d] x [d, cols], from the head's K^T packed by run() (for
     // long heads, the tile's K^T packed here).
-    tile_scores(p, w, q, k, rows, j0, cols, s);
+    tile_scores(p, w, q, ld_q, k, rows, j0, cols, s);
 
     for (int64_t r = 0; r < rows; ++r) {
       // Keys this row may see in the tile: all of them, or those up to its own position.
@@ -382,15 +415,15 @@ ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratc
 }
 // --8<-- [end:core]
 
-template <typename T>
-using TileKernel = void (*)(const Problem<T>&, int64_t, int64_t, Scratch<T>&);
+template <typename T, typename G>
+using TileKernel = void (*)(const Problem<T>&, int64_t, int64_t, Scratch<T, G>&);
 
 // The tile loop compiled for one vector ISA, with vectors one register wide. The helpers it calls
 // are force-inlined, so they are compiled for that ISA too.
 #define ATTN_TILE_FOR(name, isa, vector)                                              \
-  template <typename T>                                                               \
+  template <typename T, typename G>                                                   \
   __attribute__((target(isa))) void name(const Problem<T>& p, int64_t bh, int64_t i0, \
-                                         Scratch<T>& w) {                             \
+                                         Scratch<T, G>& w) {                          \
     attend_tile<vector>(p, bh, i0, w);                                                \
   }
 ATTN_TILE_FOR(attend_tile_baseline, "default", f32x4)
@@ -406,21 +439,22 @@ const std::string& torch_isa() {
   return isa;
 }
 
-template <typename T>
-TileKernel<T> tile_kernel() {
+template <typename T, typename G>
+TileKernel<T, G> tile_kernel() {
 #ifdef ATTN_X86_COPIES
-  if (torch_isa() == "AVX512") return &attend_tile_avx512<T>;
-  if (torch_isa() == "AVX2") return &attend_tile_avx2<T>;
+  if (torch_isa() == "AVX512") return &attend_tile_avx512<T, G>;
+  if (torch_isa() == "AVX2") return &attend_tile_avx2<T, G>;
 #endif
-  return &attend_tile_baseline<T>;
+  return &attend_tile_baseline<T, G>;
 }
 
-template <typename T>
+// Inputs in T, tile products in G (see kVnni and kWiden).
+template <typename T, typename G>
 void run(const Problem<T>& p, int64_t batch_heads) {
   const int64_t tiles = (p.seq_q + kBlockQ - 1) / kBlockQ;
-  const TileKernel<T> attend = tile_kernel<T>();
+  const TileKernel<T, G> attend = tile_kernel<T, G>();
   at::parallel_for(0, batch_heads * tiles, 1, [&](int64_t begin, int64_t end) {
-    Scratch<T> w(p);
+    Scratch<T, G> w(p);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bh = item / tiles, t = item % tiles;
       // Causal tiles lower down cost more. Visiting them as 0, n-1, 1, n-2, ... keeps the
@@ -429,7 +463,7 @@ void run(const Problem<T>& p, int64_t batch_heads) {
       if (p.keep_kt && w.head != bh) {  // a new head: its K^T (and V) packed once for its tiles
         const int64_t b = bh / p.heads, h = bh % p.heads;
         const T* k = p.k + b * p.k_sb + h * p.k_sh;
-        if (p.layout == HeadLayout::kVnni) {
+        if constexpr (kVnni<G>) {
           pack_head_vnni(p, k, p.v + b * p.v_sb + h * p.v_sh, w);
         } else {
           pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.ld_kt, p.seq_k);
@@ -439,7 +473,7 @@ void run(const Problem<T>& p, int64_t batch_heads) {
       attend(p, bh, tile * kBlockQ, w);
     }
     // AMX keeps its tile configuration per thread until released.
-    if (p.layout == HeadLayout::kVnni) at::native::cpublas::brgemm_release();
+    if constexpr (kVnni<G>) at::native::cpublas::brgemm_release();
   });
 }
 
@@ -459,14 +493,18 @@ void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::
       q.size(1), q.size(2), seq_k, d,
       q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
       v.stride(0), v.stride(1), v.stride(2), static_cast<float>(scale), is_causal,
-      /*keep_kt=*/seq_k * d <= kMaxKeptKt, HeadLayout::kPlain};
-  p.ld_kt = kt_stride<T>(p.keep_kt ? seq_k : kBlockKV);
-  // AMX for bf16 where cpublas can pack for it, on heads whose packed K and V are kept whole.
-  if (std::is_same_v<T, c10::BFloat16> && d % kPackN == 0 && p.keep_kt &&
-      at::native::cpublas::could_pack(at::kBFloat16)) {
-    p.layout = HeadLayout::kVnni;
+      /*keep_kt=*/seq_k * d <= kMaxKeptKt};
+  const int64_t batch_heads = q.size(0) * q.size(1);
+  // bf16 products on AMX where cpublas can pack for it, on heads whose packed K and V are kept
+  // whole; fp32 products everywhere else.
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (d % kPackN == 0 && p.keep_kt && at::native::cpublas::could_pack(at::kBFloat16)) {
+      run<T, T>(p, batch_heads);
+      return;
+    }
   }
-  run(p, q.size(0) * q.size(1));
+  p.ld_kt = kt_stride(p.keep_kt ? seq_k : kBlockKV);
+  run<T, float>(p, batch_heads);
 }
 
 }  // namespace
