@@ -1,14 +1,16 @@
-"""Attention implementations the chapters teach, in chapter order, behind one small contract."""
+"""Attention implementations the chapters teach, in chapter order, behind one small contract.
+
+Everything here is imported on first use, so that `attn.traces` (which reads traces and needs no
+torch) can be imported where torch is not installed.
+"""
 
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-from attn.inplace import InPlaceAttention
-from attn.naive import NaiveAttention
-from attn.reference import reference_attention
-from attn.sdpa import SdpaAttention
-from attn.variant import Variant
+if TYPE_CHECKING:
+    from attn.variant import Variant
 
 __all__ = [
     "InPlaceAttention",
@@ -19,6 +21,15 @@ __all__ = [
     "reference_attention",
     "variants",
 ]
+
+
+def __getattr__(name: str):
+    """The modules' classes, imported when first asked for (attn.specs knows where each lives)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'attn' has no attribute {name!r}")
+    from attn.specs import V
+
+    return getattr(V, name)
 
 
 @functools.cache

@@ -6,24 +6,18 @@ publishes and the tests' parametrisation. Adding a variant with a chapter is its
 its chapter, its entry here and its nav line in mkdocs.yml.
 
 A claim is keyed by a short name unique within its variant; a chapter shows it with
-`<!-- profile-claim: VARIANT KEY -->`. Claims are data built from attn.profiling.checks (logic).
+`<!-- profile-claim: VARIANT KEY -->`. Claims are data built from attn.traces.checks (logic).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from attn.compiled import AdditiveMaskAttention, CompiledAttention
-from attn.custom_cpu import CustomCpuVariant
-from attn.custom_cuda import CustomCudaVariant
-from attn.custom_triton import CustomTritonVariant
-from attn.decode import EnableGqaAttention, RepeatKVAttention
-from attn.flex import FlexAttention, backward_problem, sliding_window
-from attn.inplace import InPlaceAttention
-from attn.naive import NaiveAttention
-from attn.profiling.checks import (
+from attn.traces.checks import (
     END,
     FUSED_CPU,
     INPUT_SIZED,
@@ -73,7 +67,7 @@ from attn.profiling.checks import (
     slower_than,
     top_level_ops,
 )
-from attn.profiling.patterns import (
+from attn.traces.patterns import (
     CUDNN_KERNEL,
     CUTLASS_KERNEL,
     FLASH_KERNEL,
@@ -81,14 +75,44 @@ from attn.profiling.patterns import (
     OUR_CUDA_KERNEL,
     OUR_TRITON_KERNEL,
 )
-from attn.registry import (
-    DecodeVariant,
-    GeneratedVariant,
-    ModuleVariant,
-    SdpaVariant,
-    TrainingVariant,
+
+if TYPE_CHECKING:
+    from attn.variant import Variant
+
+
+class _Lazy:
+    """The variants' classes, each imported when a variant is first made: the specs themselves are
+    data (names, claims, chapters) that the trace commands read where torch is not installed."""
+
+    def __init__(self, **homes: str) -> None:
+        self._homes = homes
+
+    def __getattr__(self, name: str):
+        return getattr(importlib.import_module(self._homes[name]), name)
+
+
+V = _Lazy(
+    AdditiveMaskAttention="attn.compiled",
+    CompiledAttention="attn.compiled",
+    CustomCpuVariant="attn.custom_cpu",
+    CustomCudaVariant="attn.custom_cuda",
+    CustomTritonVariant="attn.custom_triton",
+    EnableGqaAttention="attn.decode",
+    RepeatKVAttention="attn.decode",
+    FlexAttention="attn.flex",
+    backward_problem="attn.flex",
+    sliding_window="attn.flex",
+    InPlaceAttention="attn.inplace",
+    NaiveAttention="attn.naive",
+    SdpaAttention="attn.sdpa",
+    Variant="attn.variant",
+    reference_attention="attn.reference",
+    DecodeVariant="attn.registry",
+    GeneratedVariant="attn.registry",
+    ModuleVariant="attn.registry",
+    SdpaVariant="attn.registry",
+    TrainingVariant="attn.registry",
 )
-from attn.variant import Variant
 
 SDPA_CPU_OP = rf"^{FUSED_CPU}$"
 
@@ -134,7 +158,7 @@ BENCHMARK_BASELINE = "sdpa_flash"  # the benchmark reports times as multiples of
 
 def sdpa(backend: str, title: str, lesson: str, focus: str | None = None, **facts) -> Spec:
     return Spec(
-        f"sdpa_{backend}", title, lesson, lambda: SdpaVariant(backend), "sdpa.md",
+        f"sdpa_{backend}", title, lesson, lambda: V.SdpaVariant(backend), "sdpa.md",
         ("examples/sdpa_attention.py", "--backend", backend), ("attn/sdpa.py",), focus, **facts,
     )  # fmt: skip
 
@@ -157,7 +181,7 @@ def generated(name, title, lesson, make, files, flags, focus, **facts) -> Spec:
     """A compiled or FlexAttention variant: its module under torch.compile."""
     (script,), sources = files
     return Spec(
-        name, title, lesson, lambda: GeneratedVariant(make()), "compiled-and-flex.md",
+        name, title, lesson, lambda: V.GeneratedVariant(make()), "compiled-and-flex.md",
         (script, *flags), sources, focus, **facts,
     )  # fmt: skip
 
@@ -165,7 +189,7 @@ def generated(name, title, lesson, make, files, flags, focus, **facts) -> Spec:
 def train(impl, title, lesson, make, sources, focus, *, backward_problem=None, **facts) -> Spec:
     """A training step through another variant's attention (the training example's `--impl`)."""
     return Spec(
-        f"train_{impl}", title, lesson, lambda: TrainingVariant(make(), backward_problem),
+        f"train_{impl}", title, lesson, lambda: V.TrainingVariant(make(), backward_problem),
         "training.md", ("examples/training_attention.py", "--impl", impl), sources, focus,
         trains=True, **facts,
     )  # fmt: skip
@@ -192,7 +216,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "naive", "Naive attention",
         "out-of-place masked_fill copies the whole score matrix",
-        lambda: ModuleVariant(NaiveAttention()), "naive.md",
+        lambda: V.ModuleVariant(V.NaiveAttention()), "naive.md",
         ("examples/naive_attention.py",),
         ("attn/naive.py",),
         focus=r"^aten::clone$", gpu_focus=r"^Memcpy DtoD",
@@ -255,7 +279,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "inplace", "In-place masking",
         "masked_fill_, in place, removes that copy",
-        lambda: ModuleVariant(InPlaceAttention()), "inplace.md",
+        lambda: V.ModuleVariant(V.InPlaceAttention()), "inplace.md",
         ("examples/inplace_attention.py",),
         ("attn/inplace.py",),
         focus=r"^aten::masked_fill_$",
@@ -364,7 +388,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "custom_cpu", "Custom C++ kernel (CPU)",
         "our tiled C++ op: one op, online softmax, GEMM tiles",
-        CustomCpuVariant, "custom-kernels.md",
+        lambda: V.CustomCpuVariant(), "custom-kernels.md",
         ("examples/custom_kernel_attention.py", "--impl", "cpu"),
         ("attn/custom_cpu.py", "csrc/cpu/flash_attention_cpu.cpp"),
         focus=r"^attn::flash_attention_forward$",
@@ -390,7 +414,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "custom_cuda", "Custom CUDA kernel",
         "our FlashAttention-2-style CUDA kernel: one launch",
-        CustomCudaVariant, "custom-kernels.md",
+        lambda: V.CustomCudaVariant(), "custom-kernels.md",
         ("examples/custom_kernel_attention.py", "--impl", "cuda"),
         ("attn/custom_cuda.py", "csrc/cuda/flash_fwd.cu"),
         claims=(
@@ -406,7 +430,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "custom_triton", "Custom Triton kernel",
         "our Triton kernel: one launch, written in Python",
-        CustomTritonVariant, "custom-kernels.md",
+        lambda: V.CustomTritonVariant(), "custom-kernels.md",
         ("examples/custom_kernel_attention.py", "--impl", "triton"),
         ("attn/custom_triton.py",),
         claims=(
@@ -422,7 +446,7 @@ SPECS: tuple[Spec, ...] = (
     generated(
         "compiled_naive", "torch.compile: naive attention",
         "masked_fill stays two matmuls around one generated softmax kernel",
-        lambda: CompiledAttention(NaiveAttention()),
+        lambda: V.CompiledAttention(V.NaiveAttention()),
         COMPILED, ("--mask", "masked_fill"), r"cpp_fused__softmax\w*masked_fill",
         claims=(
             FIRST_CALL,
@@ -447,7 +471,7 @@ SPECS: tuple[Spec, ...] = (
     generated(
         "compiled_additive", "torch.compile: additive mask",
         "an additive mask is recognised: Inductor calls SDPA's fused kernel",
-        lambda: CompiledAttention(AdditiveMaskAttention()),
+        lambda: V.CompiledAttention(V.AdditiveMaskAttention()),
         COMPILED, ("--mask", "additive"), SDPA_CPU_OP,
         claims=(
             FIRST_CALL,
@@ -467,7 +491,7 @@ SPECS: tuple[Spec, ...] = (
     generated(
         "flex_causal", "FlexAttention: causal",
         "a mask written as a Python function, compiled into one kernel",
-        FlexAttention,
+        lambda: V.FlexAttention(),
         FLEX, ("--mask", "causal"), r"^graph_\d+_kernel$",
         claims=(
             FIRST_CALL,
@@ -481,7 +505,7 @@ SPECS: tuple[Spec, ...] = (
     generated(
         "flex_sliding_window", "FlexAttention: sliding window of 256 keys",
         "tiles outside the window are skipped, not computed and masked",
-        lambda: FlexAttention(sliding_window(256)),
+        lambda: V.FlexAttention(V.sliding_window(256)),
         FLEX, ("--mask", "sliding_window"), r"^graph_\d+_kernel$",
         claims=(
             FIRST_CALL,
@@ -495,7 +519,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "decode_repeat_kv", "Decoding: GQA by repeat_interleave",
         "repeat_interleave copies K and V to every query head, each step",
-        lambda: DecodeVariant(RepeatKVAttention()), "decoding.md",
+        lambda: V.DecodeVariant(V.RepeatKVAttention()), "decoding.md",
         ("examples/decode_attention.py", "--gqa", "repeat"),
         ("attn/decode.py", "attn/profiling/decoding.py"),
         focus=r"^aten::repeat_interleave$",
@@ -519,7 +543,7 @@ SPECS: tuple[Spec, ...] = (
     Spec(
         "decode_enable_gqa", "Decoding: GQA with enable_gqa",
         "enable_gqa reads each KV head in place: no copy of the cache",
-        lambda: DecodeVariant(EnableGqaAttention()), "decoding.md",
+        lambda: V.DecodeVariant(V.EnableGqaAttention()), "decoding.md",
         ("examples/decode_attention.py", "--gqa", "enable_gqa"),
         ("attn/decode.py",),
         focus=SDPA_CPU_OP,
@@ -539,7 +563,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "naive", "Training: naive attention",
         "autograd keeps the score-sized softmax output for the backward",
-        lambda: ModuleVariant(NaiveAttention()), ("attn/naive.py",), r"^SoftmaxBackward0$",
+        lambda: V.ModuleVariant(V.NaiveAttention()), ("attn/naive.py",), r"^SoftmaxBackward0$",
         claims=(
             Claim("keeps-scores-and-inputs", "cpu",
                 "Autograd keeps a score-sized tensor for the backward, the softmax's output (the "
@@ -566,7 +590,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "inplace", "Training: in-place masking",
         "masking in place is allowed under autograd, but the backward copies the gradient",
-        lambda: ModuleVariant(InPlaceAttention()), ("attn/inplace.py",), r"^aten::clone$",
+        lambda: V.ModuleVariant(V.InPlaceAttention()), ("attn/inplace.py",), r"^aten::clone$",
         claims=(
             Claim("allowed-no-clone", "cpu",
                 "Masking in place is allowed under autograd: the forward has no aten::clone, and "
@@ -589,7 +613,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "sdpa_math", "Training: SDPA math backend",
         "the math backend is ops: its backward keeps score-sized weights too",
-        lambda: SdpaVariant("math"), ("attn/sdpa.py",), r"^SafeSoftmaxBackward0$",
+        lambda: V.SdpaVariant("math"), ("attn/sdpa.py",), r"^SafeSoftmaxBackward0$",
         claims=(
             Claim("keeps-weights", "cpu",
                 "The math backend is ordinary ops under autograd: it keeps its score-sized "
@@ -601,7 +625,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "sdpa_flash", "Training: SDPA flash backend",
         "flash keeps one number per row and recomputes the scores in the backward",
-        lambda: SdpaVariant("flash"), ("attn/sdpa.py",), rf"^{FUSED_CPU}_backward$",
+        lambda: V.SdpaVariant("flash"), ("attn/sdpa.py",), rf"^{FUSED_CPU}_backward$",
         claims=(
             keeps_row_statistic("keeps-row-statistic", "cpu", "q, k, v, the output"),
             Claim("one-fused-backward", "cpu",
@@ -627,7 +651,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "custom_cpu", "Training: our C++ op",
         "our op keeps only q, k, v; its backward recomputes the scores with PyTorch ops",
-        CustomCpuVariant, ("attn/custom_cpu.py", "attn/custom_ops.py"), r"^aten::softmax$",
+        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"), r"^aten::softmax$",
         claims=(
             Claim("keeps-q-k-v", "cpu",
                 "Our op keeps only q, k and v for the backward (ctx.save_for_backward in "
@@ -655,8 +679,8 @@ SPECS: tuple[Spec, ...] = (
     train(
         "flex", "Training: FlexAttention",
         "Flex's backward is generated too, on a GPU; on CPU it has none",
-        lambda: GeneratedVariant(FlexAttention()), ("attn/flex.py",), r"^triton_tem_",
-        backward_problem=backward_problem,
+        lambda: V.GeneratedVariant(V.FlexAttention()), ("attn/flex.py",), r"^triton_tem_",
+        backward_problem=lambda device: V.backward_problem(device),
         claims=(
             Claim("gpu-generated-backward", "cuda",
                 "The backward is generated too: a Triton template kernel (triton_tem_) under "

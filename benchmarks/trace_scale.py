@@ -80,8 +80,8 @@ def measure_json_load(path: str) -> dict:
 
 def measure_analyze(path: str) -> dict:
     start = time.process_time()
-    from attn.profiling.analyze import write_artifacts
-    from attn.profiling.trace import read_trace
+    from attn.traces.analyze import write_artifacts
+    from attn.traces.trace import read_trace
 
     imports = time.process_time() - start
     before, start = rss_mib(), time.process_time()

@@ -12,7 +12,7 @@ import pytest
 from test_docs_hook import hook  # the hook, loaded once as MkDocs loads it
 
 from attn import specs
-from attn.profiling import layout
+from attn.traces import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").rglob("*.md")) + [p for p in [ROOT / "README.md"] if p.exists()]

@@ -1,7 +1,7 @@
 """The docs hook on a fake profiles tree: tab order, reasons, claims by key, markers, files to copy.
 
 Each fake hardware set is what a profile run leaves: variant folders and an index.json manifest
-written by attn.profiling.layout, the same code a real run uses. The hook is loaded here, once, as
+written by attn.traces.layout, the same code a real run uses. The hook is loaded here, once, as
 MkDocs loads it (by path, its folder on sys.path); the other docs tests import `hook` and `sets`.
 """
 
@@ -23,7 +23,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
 
 from attn import specs
-from attn.profiling import layout
+from attn.traces import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs/hooks"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attn.profiling import layout
-from attn.profiling.atomic import atomic_folder, remove_stale_scratch, replace_file, write_json
+from attn.traces import layout
+from attn.traces.atomic import atomic_folder, remove_stale_scratch, replace_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]

@@ -7,17 +7,17 @@ import pytest
 
 import attn
 from attn import specs
-from attn.profiling.analyze import summarize
 from attn.profiling.capture import capture
-from attn.profiling.checks import (
+from attn.profiling.config import ProfileConfig
+from attn.traces.analyze import summarize
+from attn.traces.checks import (
     BenchmarkEvidence,
     Evidence,
     benchmark_shapes,
     evaluate,
     runs_a_recompilation,
 )
-from attn.profiling.config import ProfileConfig
-from attn.profiling.trace import Trace, forwards, per_forward, read_trace
+from attn.traces.trace import Trace, forwards, per_forward, read_trace
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu"
@@ -185,7 +185,7 @@ def test_at_scale_claims_hold_on_the_committed_profile(name):
         pytest.skip(f"no profiles/cpu/{name}/ in this checkout")
     trace = read_trace(COMMITTED / name / "trace.json.gz")
     stored = json.loads((COMMITTED / name / "summary.json").read_text())  # its shape, as recheck
-    results = check(name, "cpu", Evidence(*summarize(trace, variant=name, base=stored)))
+    results = check(name, "cpu", Evidence(*summarize(trace, spec=specs.spec(name), base=stored)))
     found = [results[key] for key in at_scale(name) if key in results]
     assert found and all(r["holds"] is True for r in found), found
 
@@ -412,10 +412,10 @@ def test_committed_cpu_profiles_carry_claims_that_hold():
 def test_committed_summaries_carry_the_claims_their_traces_give():
     """What `python -m attn.profiling recheck --check` checks: a new or changed claim must be
     re-evaluated on every committed set (and committed) before it lands."""
-    from attn.profiling.analyze import recheck
+    from attn.traces.analyze import recheck
 
     root = Path(__file__).resolve().parents[1] / "profiles"
     if not root.is_dir():
         pytest.skip("no profiles/ in this checkout")
-    stale = recheck(root, write=False)
+    stale = recheck(root, specs, write=False)
     assert stale == [], f"run: python -m attn.profiling recheck profiles ({stale[0]['path']})"

@@ -10,9 +10,9 @@ import pytest
 import attn
 from attn import specs
 from attn.profiling.capture import capture
-from attn.profiling.checks import Evidence
 from attn.profiling.config import ProfileConfig
-from attn.profiling.trace import forwards, load_trace, per_forward
+from attn.traces.checks import Evidence
+from attn.traces.trace import forwards, load_trace, per_forward
 
 ROOT = Path(__file__).resolve().parents[1]
 EQUAL_HEADS = ProfileConfig(

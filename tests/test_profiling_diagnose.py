@@ -1,8 +1,10 @@
+
 """`diagnose`: the attention in a trace, its implementation, and what to fix, on our runs, on a GPU
 fixture, on hand-made traces for what no run here can make, and on real traces recorded by others
 (where another tool's own per-op analysis of the same trace is the oracle)."""
 
 import csv
+import functools
 import json
 import re
 from pathlib import Path
@@ -13,9 +15,13 @@ import torch.nn.functional as F
 from torch.profiler import profile, record_function
 
 from attn import specs
-from attn.profiling import cli, patterns
-from attn.profiling.diagnose import ADVICE, chapter, diagnose
-from attn.profiling.trace import Trace, load_trace, read_trace
+from attn.profiling import cli
+from attn.traces import patterns
+from attn.traces.diagnose import ADVICE, chapter
+from attn.traces.diagnose import diagnose as diagnose_trace
+from attn.traces.trace import Trace, load_trace, read_trace
+
+diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  # as the CLI calls it
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces"
@@ -76,7 +82,7 @@ def test_each_sdpa_variant_is_named_after_its_backend():
 
 def test_every_finding_points_at_a_page_and_gives_one_sentence():
     for kind, advice in ADVICE.items():
-        assert (ROOT / "docs" / chapter(kind)).is_file(), kind
+        assert (ROOT / "docs" / chapter(kind, specs.chapter_teaching)).is_file(), kind
         assert advice.endswith(".") and ". " not in advice, kind
 
 

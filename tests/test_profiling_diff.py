@@ -1,4 +1,4 @@
-"""attn.profiling.diff: a hand-made pair with a known answer, real CPU runs, the CUDA fixture."""
+"""attn.traces.diff: a hand-made pair with a known answer, real CPU runs, the CUDA fixture."""
 
 import copy
 import json
@@ -8,12 +8,12 @@ import pytest
 
 import attn
 from attn import specs
-from attn.profiling import layout
-from attn.profiling.analyze import write_artifacts
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.profiling.diff import diff, main, render_diff, write_diffs
-from attn.profiling.trace import TraceFormatError
+from attn.traces import layout
+from attn.traces.analyze import write_artifacts
+from attn.traces.diff import diff, main, render_diff, write_diffs
+from attn.traces.trace import TraceFormatError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -139,7 +139,7 @@ def cpu_folders(tmp_path_factory):
         trace, table = capture(attn.get_variant(name), TINY)
         base = {"variant": name, "hardware": "cpu", "shape": TINY.shape(), "dtype": TINY.dtype}
         write_artifacts(
-            trace, root / name, variant=name, base=base, device_type="cpu", table_txt=table
+            trace, root / name, spec=specs.spec(name), base=base, device_type="cpu", table_txt=table
         )
     return root
 
@@ -179,7 +179,7 @@ def test_write_diffs_writes_the_pairs_that_ran(cpu_folders, tmp_path):
     stale = hardware / layout.DIFF_DIR / "inplace__sdpa_math.json"
     stale.parent.mkdir()
     stale.write_text("{}")
-    written = write_diffs(hardware)
+    written = write_diffs(hardware, specs.diff_pairs())
     assert written == [hardware / layout.DIFF_DIR / "naive__inplace.json"]
     assert not stale.exists()
     saved = json.loads(written[0].read_text())

@@ -1,6 +1,7 @@
 import json
 
-from attn.profiling.overview import summaries, write_overview
+from attn import specs
+from attn.traces.overview import summaries, write_overview
 
 
 def fake(folder, variant, available=True, cpu_time_us=1000.0):
@@ -21,13 +22,13 @@ def fake(folder, variant, available=True, cpu_time_us=1000.0):
 def test_summaries_are_in_chapter_order_and_skip_unavailable(tmp_path):
     for name in ("sdpa_flash", "naive", "sdpa_cudnn"):
         fake(tmp_path, name, available=name != "sdpa_cudnn")
-    assert [s["variant"] for s in summaries(tmp_path)] == ["naive", "sdpa_flash"]
+    assert [s["variant"] for s in summaries(tmp_path, specs.names())] == ["naive", "sdpa_flash"]
 
 
 def test_overview_chart_labels_each_variant(tmp_path):
     fake(tmp_path, "naive", cpu_time_us=5000.0)
     fake(tmp_path, "inplace", cpu_time_us=2500.0)
-    svg = write_overview(tmp_path).read_text()
+    svg = write_overview(tmp_path, specs.names(), specs.REFERENCE).read_text()
     assert "naive" in svg and "inplace" in svg and "5 ms" in svg and "2.5 ms" in svg
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attn.profiling.patterns import row_for, says_attention
+from attn.traces.patterns import row_for, says_attention
 
 NAMES = [  # (name as a trace spells it, the implementation it says, or None: not attention)
     ("aten::_scaled_dot_product_flash_attention_for_cpu", "sdpa_flash"),

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from attn import specs
-from attn.profiling import layout, public
+from attn.profiling import public
+from attn.traces import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,11 +14,11 @@ import pytest
 
 import attn
 from attn import specs
-from attn.profiling import analyze as analyze_module
 from attn.profiling import run as run_module
 from attn.profiling.config import ProfileConfig
 from attn.profiling.run import ProfilingError, finish_set, profile_variant
-from attn.profiling.scrub import scrub_trace
+from attn.traces import analyze as analyze_module
+from attn.traces.scrub import scrub_trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
 FILES = {"summary.json", "trace.json.gz", "table.txt", "table.md", "timeline.svg"}
@@ -291,7 +291,7 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
 )
 def test_scrubbing_covers_every_form_of_path(tmp_path, value, someone):
     """Paths of another machine, not only this one's: a trace is often taken elsewhere."""
-    from attn.profiling.scrub import Scrubber, write_trace
+    from attn.traces.scrub import Scrubber, write_trace
 
     trace = {"traceEvents": [{"name": "x", "ph": "X", "args": {"file": value, value: 1}}]}
     write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[]))
@@ -310,7 +310,7 @@ def test_host_addresses_are_dropped_wherever_they_are(tmp_path):
 
 
 def test_op_names_holding_paths_are_scrubbed_in_the_summary_too(tmp_path):
-    from attn.profiling.analyze import write_artifacts
+    from attn.traces.analyze import write_artifacts
 
     trace = json.loads((Path(__file__).parent / "fixtures" / "cuda_naive_trace.json").read_text())
     for e in trace["traceEvents"]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from attn.profiling import scrub
-from attn.profiling.analyze import ANALYSIS_STEPS, write_artifacts
-from attn.profiling.scrub import Scrubber, scrub_trace, write_trace
-from attn.profiling.timeline import MIXED_COLOR, draw_timeline
-from attn.profiling.trace import Trace, TraceFormatError, load_trace, per_forward
+from attn.traces import scrub
+from attn.traces.analyze import ANALYSIS_STEPS, write_artifacts
+from attn.traces.scrub import Scrubber, scrub_trace, write_trace
+from attn.traces.timeline import MIXED_COLOR, draw_timeline
+from attn.traces.trace import Trace, TraceFormatError, load_trace, per_forward
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from trace_scale import synthetic_trace  # noqa: E402

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 import attn
+from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.profiling.trace import (
+from attn.traces.trace import (
     Trace,
     TraceFormatError,
     depths,
@@ -225,8 +226,10 @@ def test_untrustworthy_device_data_is_flagged_and_not_counted(cuda_trace, edit, 
 
 
 def test_claims_on_flagged_data_cannot_tell(cuda_trace):
-    from attn.profiling.analyze import summarize
+    from attn.traces.analyze import summarize
 
-    summary, _ = summarize(edited(cuda_trace, lambda e: e.pop("dur"), kernels), variant="naive")
+    summary, _ = summarize(
+        edited(cuda_trace, lambda e: e.pop("dur"), kernels), spec=specs.spec("naive")
+    )
     assert summary["claims"] and all(c["holds"] is None for c in summary["claims"])
     assert all("cannot tell" in c["observed"] for c in summary["claims"])

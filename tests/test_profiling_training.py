@@ -10,11 +10,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import attn
 from attn import specs
 from attn.profiling import training
-from attn.profiling.analyze import summarize
 from attn.profiling.capture import capture
-from attn.profiling.checks import BenchmarkEvidence, keeps_times
 from attn.profiling.config import ProfileConfig
-from attn.profiling.trace import Trace
+from attn.traces.analyze import summarize
+from attn.traces.checks import BenchmarkEvidence, keeps_times
+from attn.traces.trace import Trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
 TRAINING = [s.name for s in specs.SPECS if s.trains]
@@ -68,7 +68,7 @@ def test_saved_tensors_count_each_storage_once():
 @pytest.fixture(scope="module")
 def naive_step():
     trace, _ = capture(attn.get_variant("train_naive"), TINY)
-    return summarize(trace, variant="train_naive", base={"shape": TINY.shape()})[0]
+    return summarize(trace, spec=specs.spec("train_naive"), base={"shape": TINY.shape()})[0]
 
 
 def test_a_training_run_gets_a_backward_block(naive_step):
@@ -84,7 +84,7 @@ def test_a_training_run_gets_a_backward_block(naive_step):
 
 def test_a_forward_only_run_gets_no_backward_block():
     trace, _ = capture(attn.get_variant("naive"), TINY)
-    assert "backward" not in summarize(trace, variant="naive")[0]
+    assert "backward" not in summarize(trace, spec=specs.spec("naive"))[0]
 
 
 def test_a_backward_on_another_thread_is_counted_in_its_range():

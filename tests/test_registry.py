@@ -11,7 +11,7 @@ import pytest
 
 import attn
 from attn import specs
-from attn.profiling import layout
+from attn.traces import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 NAV_PAGES = set(

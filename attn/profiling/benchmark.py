@@ -24,8 +24,8 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig
 from attn.profiling.environment import device_name, is_gpu
 from attn.profiling.flags import positive, variant_name
-from attn.profiling.plot import figure, save
 from attn.profiling.timing import time_interleaved
+from attn.traces.plot import figure, save
 
 BASELINE = specs.BENCHMARK_BASELINE
 GRID = {  # per device: what the benchmark times by default

@@ -10,12 +10,13 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from attn.profiling.backward import SAVED_KEY
-from attn.profiling.config import FIRST_CALLS_KEY, ProfileConfig
+from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
-from attn.profiling.table import profiler_table
 from attn.profiling.training import training_step
+from attn.traces.backward import SAVED_KEY
+from attn.traces.table import ROWS
+from attn.traces.trace import FIRST_CALLS_KEY
 from attn.variant import Variant
 
 WARMUP_CALLS = 3
@@ -76,3 +77,9 @@ def capture(variant: Variant, config: ProfileConfig) -> tuple[dict, str]:
     if saved is not None:
         trace[SAVED_KEY] = saved
     return trace, profiler_table(prof, on_gpu)
+
+
+def profiler_table(prof: torch.profiler.profile, on_gpu: bool) -> str:
+    """`key_averages().table()`, sorted by device time on a GPU and CPU time on the CPU."""
+    sort_by = "device_time_total" if on_gpu else "cpu_time_total"
+    return prof.key_averages().table(sort_by=sort_by, row_limit=ROWS, max_name_column_width=60)

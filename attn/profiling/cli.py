@@ -6,6 +6,9 @@ analyze  TRACE... [--range NAME] [--variant NAME] --out DIR
                                                  any Kineto trace -> summary, tables, timeline
 diagnose TRACE [--json OUT]                      find the attention in any trace, and what to fix
 recheck  [ROOT] [--check]                        re-evaluate claims on committed traces
+
+Only run and example import torch (and only when they run): analyze, diff, diagnose and recheck
+read traces with attn.traces and the specs' data, on machines where torch is not installed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,30 +29,29 @@ from rich.table import Table
 
 import attn
 from attn import specs
-from attn.profiling import diagnose, layout
-from attn.profiling.analyze import (
-    ANALYSIS_STEPS,
-    BrokenSet,
-    device_name_of,
-    recheck,
-    write_artifacts,
+from attn.profiling.flags import (
+    DTYPE_NAMES,
+    ProfilingError,
+    device,
+    out_folder,
+    positive,
+    variant_name,
 )
-from attn.profiling.atomic import write_json
-from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
-from attn.profiling.diff import main as diff_main
-from attn.profiling.flags import device, out_folder, positive, variant_name
-from attn.profiling.run import ProfilingError, finish_set, profile_example, profile_variant
-from attn.profiling.trace import TraceFormatError, read_trace
+from attn.traces import diagnose, layout
+from attn.traces.atomic import write_json
+from attn.traces.trace import TraceFormatError, device_name_of, read_trace
+
+if TYPE_CHECKING:
+    from attn.profiling.config import ProfileConfig
 
 CHECKOUT = Path(attn.__file__).resolve().parents[1]  # where examples/ is, in a checkout
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags every entry point shares: where to write, on what device, which shape."""
-    here = default_device()
     parser.add_argument("--out", type=out_folder, default=Path("profiles"), help="artifact root")
     parser.add_argument(
-        "--device", type=device, default=here, help=f"cpu or cuda (default: {here})"
+        "--device", type=device, help="cpu or cuda (default: cuda where torch sees a GPU, else cpu)"
     )
     shape = parser.add_argument_group(
         "shape (defaults: the article's on CUDA, 2 x 8 x 1024 x 64 on CPU)"
@@ -58,7 +61,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument("--seq", type=positive, help="query (and key) sequence length")
     shape.add_argument("--seq-k", type=positive, help="key/value sequence length (default: --seq)")
     shape.add_argument("--head-dim", type=positive)
-    shape.add_argument("--dtype", choices=sorted(DTYPES))
+    shape.add_argument("--dtype", choices=sorted(DTYPE_NAMES))
     shape.add_argument("--no-causal", action="store_true", help="attend to every key")
     parser.add_argument(
         "--no-screenshot", action="store_true", help="skip viewer.png (the trace-viewer picture)"
@@ -67,6 +70,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from(args: argparse.Namespace) -> ProfileConfig:
     """The device's default config with the flags the user gave laid over it."""
+    from attn.profiling.config import ProfileConfig, default_config, default_device
+
+    args.device = args.device or default_device()
     base = default_config(args.device)
     seq = base.seq_q if args.seq is None else args.seq
     given = {
@@ -90,6 +96,9 @@ def progress_bar(console: Console) -> Progress:
 def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
     """`profile(variant, its config)` for each named variant under a progress bar, then the set's
     files and a report; a variant that fails is reported and the others still run."""
+    from attn.profiling.config import config_for
+    from attn.profiling.run import finish_set
+
     folders, failed = [], []
     with progress_bar(console) as progress:
         for name in progress.track(names, description="profiling"):
@@ -135,6 +144,8 @@ def report(folders: Sequence[Path], console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from attn.profiling.run import profile_variant
+
     shot = not args.no_screenshot
     profile = lambda variant, config: profile_variant(variant, config, args.out, screenshot=shot)  # noqa: E731
     return run(args.variants, profile, config_from(args), args.out, console)
@@ -142,6 +153,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_example(args: argparse.Namespace, console: Console) -> int:
     """Run each variant's example script (its spec names it and its flags), analyse each trace."""
+    from attn.profiling.run import profile_example
 
     def profile(variant, config):
         path, *flags = specs.spec(variant.name).example
@@ -167,6 +179,8 @@ def output_names(traces: Sequence[Path], variant: str | None) -> list[str]:
 
 
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
+    from attn.traces.analyze import ANALYSIS_STEPS, write_artifacts
+
     if args.variant and len(args.traces) > 1:
         raise SystemExit("error: --variant names one variant: give one trace with it")
     folders = []
@@ -181,8 +195,8 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
             )
             try:
                 write_artifacts(
-                    trace, folder, variant=args.variant, base=base, range_name=args.range,
-                    progress=step,
+                    trace, folder, spec=specs.spec(args.variant or ""), base=base,
+                    range_name=args.range, progress=step,
                 )  # fmt: skip
             except TraceFormatError as e:
                 raise TraceFormatError(f"{path}: {e}") from e
@@ -204,7 +218,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a file."""
-    result = diagnose.diagnose(read_trace(args.trace))
+    result = diagnose.diagnose(read_trace(args.trace), specs.chapter_teaching)
     if args.json is not None:
         write_json(args.json, result)
     diagnose.report(result, Console())
@@ -212,7 +226,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
-    changed = recheck(args.root, write=not args.check)
+    from attn.traces.analyze import recheck
+
+    changed = recheck(args.root, specs, write=not args.check)
     for row in changed:
         console.print(escape(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
         for before, after in zip(row["before"] or [], row["after"] or [], strict=False):
@@ -225,7 +241,7 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
     return 1 if (args.check and changed) else 0
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come when a run starts
     p = argparse.ArgumentParser(
         prog="python -m attn.profiling", description=__doc__.splitlines()[0]
     )
@@ -309,11 +325,19 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "analyze":
             return cmd_analyze(args, console)
         if args.command == "diff":
+            from attn.traces.diff import main as diff_main
+
             return diff_main(args.args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         return cmd_recheck(args, console)
-    except (ProfilingError, TraceFormatError, layout.RefusedFolder, BrokenSet, OSError) as exc:
+    except (
+        ProfilingError,
+        TraceFormatError,
+        layout.RefusedFolder,
+        layout.BrokenSet,
+        OSError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width (a full
         return 1  # disk too: what was being written is left out, the previous artifacts stay)
     except KeyboardInterrupt:

@@ -8,11 +8,9 @@ import torch
 
 from attn import specs
 from attn.profiling.environment import is_gpu
+from attn.profiling.flags import DTYPE_NAMES
 
-# The seconds of a run's first two calls, before profiling (a compiled variant compiles there):
-# kept in the trace under this key, beside the profiler's own top-level keys.
-FIRST_CALLS_KEY = "attn_first_calls_seconds"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 # A decode step: 32 query heads over 8 KV heads (Llama-style grouped-query attention), head_dim 64.
 DECODE_HEADS, DECODE_KV_HEADS, DECODE_HEAD_DIM = 32, 8, 64
 

@@ -344,7 +344,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    from attn.profiling.plot import figure, save
+    from attn.traces.plot import figure, save
 
     copy, matmul = ceilings(rows)
     steps = [r for r in rows if r["kind"] == "step"]

@@ -1,4 +1,7 @@
-"""Command-line value types shared by every entry point: each bad value is one line naming it."""
+"""Command-line value types shared by every entry point: each bad value is one line naming it.
+
+No torch at import: the trace commands share these flags and run where torch is not installed.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,17 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import torch
-
 from attn import specs
+
+DTYPE_NAMES = (
+    "float32",
+    "bfloat16",
+    "float16",
+)  # what --dtype takes (attn.profiling.config.DTYPES)
+
+
+class ProfilingError(RuntimeError):
+    """Profiling one variant failed; its previous artifacts are left as they were."""
 
 
 def positive(text: str) -> int:
@@ -24,6 +35,8 @@ def positive(text: str) -> int:
 
 def device(text: str) -> str:
     """An argparse type: cpu, cuda or cuda:N, usable by this torch."""
+    import torch
+
     try:
         dev = torch.device(text)
     except (RuntimeError, ValueError):

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attn import specs
-from attn.profiling import layout
-from attn.profiling.atomic import write_json
-from attn.profiling.checks import PublicEvidence, evaluate
-from attn.profiling.diagnose import Call, attention_rows, find_calls, findings
 from attn.profiling.flags import out_folder
-from attn.profiling.trace import Trace, load_trace, read_trace
+from attn.traces import layout
+from attn.traces.atomic import write_json
+from attn.traces.checks import PublicEvidence, evaluate
+from attn.traces.diagnose import Call, attention_rows, find_calls, findings
+from attn.traces.trace import Trace, load_trace, read_trace
 
 REALTRACES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "realtraces"
 SOURCE_FIELDS = ("repository", "path", "commit copied from", "license", "GPU", "torch")
@@ -65,7 +65,7 @@ def diagnosis(public: specs.PublicTrace) -> dict:
     """What diagnosis.json holds: the source, the report, the claims checked on it, the shot's aim."""
     trace = read_trace(trace_file(public.folder))
     calls = find_calls(trace)
-    found, unchecked = findings(trace, calls)
+    found, unchecked = findings(trace, calls, specs.chapter_teaching)
     report = {
         "attention": attention_rows(trace, calls),
         "findings": found,

@@ -18,23 +18,21 @@ from pathlib import Path
 
 import torch
 
-from attn.profiling import layout
-from attn.profiling.analyze import focus, write_artifacts
-from attn.profiling.atomic import atomic_folder, remove_stale_scratch, write_json
-from attn.profiling.backward import SAVED_KEY
+from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.profiling.diff import write_diffs
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
-from attn.profiling.overview import write_overview
-from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
+from attn.profiling.flags import ProfilingError
+from attn.traces import layout
+from attn.traces.analyze import focus, write_artifacts
+from attn.traces.atomic import atomic_folder, remove_stale_scratch, write_json
+from attn.traces.backward import SAVED_KEY
+from attn.traces.diff import write_diffs
+from attn.traces.overview import write_overview
+from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
-
-
-class ProfilingError(RuntimeError):
-    """Profiling one variant failed; its previous artifacts are left as they were."""
 
 
 def why_not_here(variant: Variant, config: ProfileConfig) -> str | None:
@@ -91,7 +89,7 @@ def profile_variant(
 def _analyse(trace: dict, folder: Path, variant: Variant, base: dict, table: str | None) -> dict:
     """A run's trace into the variant's folder, its claims checked for the device it ran on."""
     return write_artifacts(
-        trace, folder, variant=variant.name, base=base, device_type=base["device_type"],
+        trace, folder, spec=specs.spec(variant.name), base=base, device_type=base["device_type"],
         table_txt=table,
     )  # fmt: skip
 
@@ -105,7 +103,8 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     from attn.profiling import viewer  # a module of its own entry point: imported when used
 
     try:  # 680 CSS px: the page's column; at twice the pixels, shown at half size or larger
-        select = focus(summary, read_trace(folder / layout.TRACE))
+        trace = read_trace(folder / layout.TRACE)
+        select = focus(summary, trace, specs.spec(summary.get("variant") or ""))
         shown = BACKWARD_RANGE if "backward" in summary else FORWARD_RANGE  # a step: its backward
         facts = viewer.screenshot(
             folder / layout.TRACE, folder / layout.VIEWER, select=select, range_name=shown,
@@ -189,7 +188,7 @@ def finish_set(out_root: Path, device: str) -> Path:
     """Rewrite the set's environment.json, overview.svg and index.json after a run."""
     folder = layout.hardware_dir(out_root, hardware_slug(device))
     write_json(folder / layout.ENVIRONMENT, environment(device))
-    write_overview(folder)
-    write_diffs(folder)
+    write_overview(folder, specs.names(), specs.REFERENCE)
+    write_diffs(folder, specs.diff_pairs())
     layout.write_manifest(folder)
     return folder

@@ -18,8 +18,8 @@ from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
 from attn.profiling.flags import positive
 from attn.profiling.memory import peak_forward_memory
-from attn.profiling.plot import figure, save
 from attn.profiling.timing import time_forward
+from attn.traces.plot import figure, save
 
 SEQS = {"cpu": (256, 512, 1024, 2048), "cuda": (512, 1024, 2048, 4096, 8192, 16384)}
 

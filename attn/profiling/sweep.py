@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 
 import attn
-from attn.profiling import layout
 from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import device, out_folder
+from attn.traces import layout
 from attn.variant import Variant
 
 

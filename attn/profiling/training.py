@@ -25,8 +25,8 @@ from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
 from attn.profiling.flags import positive
 from attn.profiling.memory import peak_memory
-from attn.profiling.plot import figure, save
-from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE
+from attn.traces.plot import figure, save
+from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.variant import Variant
 
 SEQS = {"cpu": (256, 512, 1024, 2048), "cuda": (1024, 2048, 4096, 8192)}

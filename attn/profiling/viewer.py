@@ -32,8 +32,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from attn.profiling.atomic import replace_file
-from attn.profiling.trace import TraceFormatError, load_trace
+from attn.traces.atomic import replace_file
+from attn.traces.trace import TraceFormatError, load_trace
 
 log = logging.getLogger(__name__)
 

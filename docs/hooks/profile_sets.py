@@ -2,7 +2,7 @@
 
 A set is published only whole: a summary that is not one, a file the manifest lists but that is
 missing or unreadable, or a folder the manifest does not know fails the build with one line naming
-the file. File names are attn.profiling.layout's; this module reads artifacts, it measures nothing.
+the file. File names are attn.traces.layout's; this module reads artifacts, it measures nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import PIL.Image
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
-from attn.profiling import layout
+from attn.traces import layout
 
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 

@@ -25,12 +25,12 @@ from mkdocs.utils.meta import get_data
 from profile_sets import artifact_files, hardware_sets, read_json
 
 from attn import specs
-from attn.profiling import layout
-from attn.profiling.backward import as_forward
-from attn.profiling.checks import BenchmarkClaim, BenchmarkEvidence
-from attn.profiling.diff import diff_name
-from attn.profiling.trace import BACKWARD_RANGE, FORWARD_RANGE
-from attn.profiling.units import bytes_text, count_text, time_text
+from attn.traces import layout
+from attn.traces.backward import as_forward
+from attn.traces.checks import BenchmarkClaim, BenchmarkEvidence
+from attn.traces.diff import diff_name
+from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
+from attn.traces.units import bytes_text, count_text, time_text
 
 MARKER = re.compile(
     r"^(?P<indent>[ \t]*)<!--\s*(?P<kind>profile[\w-]*)\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",

@@ -1,6 +1,6 @@
 """What changed between two runs: ops, kernels, memcpys and memsets per forward, and peak memory.
 
-python -m attn.profiling.diff A B [--out FILE] [--range NAME] [--all]
+python -m attn.traces.diff A B [--out FILE] [--range NAME] [--all]
 
 A and B are variant folders (`profiles/cpu/naive`, holding trace.json.gz and summary.json) or any
 two trace files (`.json` or `.json.gz`). Each name the trace runs is a row: its calls and time per
@@ -18,12 +18,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from attn import specs
-from attn.profiling import layout
-from attn.profiling.atomic import write_json
-from attn.profiling.table import aggregate
-from attn.profiling.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
-from attn.profiling.units import count_text, time_text
+from attn.traces import layout
+from attn.traces.atomic import write_json
+from attn.traces.table import aggregate
+from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
+from attn.traces.units import count_text, time_text
 
 KINDS = {"op": "op", KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 KIND_ORDER = {"memcpy": 0, "memset": 1, "kernel": 2, "op": 3}
@@ -236,11 +235,11 @@ def _ran(folder: Path) -> bool:
     )
 
 
-def diffs_of(hardware_folder: Path) -> list[tuple[Path, dict]]:
-    """(where, the diff with its Markdown) for each pair the specs name whose sides both ran."""
+def diffs_of(hardware_folder: Path, pairs: Sequence[tuple[str, str]]) -> list[tuple[Path, dict]]:
+    """(where, the diff with its Markdown) for each pair (the specs name them) whose sides both ran."""
     folder = Path(hardware_folder)
     found = []
-    for a, b in specs.diff_pairs():
+    for a, b in pairs:
         if _ran(folder / a) and _ran(folder / b):
             data = diff(folder / a, folder / b)
             data["markdown"] = render_diff(data)  # so the docs hook shows it without measuring code
@@ -248,13 +247,13 @@ def diffs_of(hardware_folder: Path) -> list[tuple[Path, dict]]:
     return found
 
 
-def write_diffs(hardware_folder: Path) -> list[Path]:
-    """Write `<hardware>/diff/<a>__<b>.json` for each pair the specs name whose sides both ran there.
+def write_diffs(hardware_folder: Path, pairs: Sequence[tuple[str, str]]) -> list[Path]:
+    """Write `<hardware>/diff/<a>__<b>.json` for each pair whose sides both ran there.
 
     A pair's earlier diff is removed when a side no longer ran, so no stale diff is shown.
     """
-    written = dict(diffs_of(hardware_folder))
-    for a, b in specs.diff_pairs():
+    written = dict(diffs_of(hardware_folder, pairs))
+    for a, b in pairs:
         out = Path(hardware_folder) / layout.DIFF_DIR / diff_name(a, b)
         if out in written:
             write_json(out, written[out])
@@ -345,7 +344,7 @@ def print_diff(data: dict, everything: bool = False) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m attn.profiling.diff", description=__doc__.splitlines()[0]
+        prog="python -m attn.traces.diff", description=__doc__.splitlines()[0]
     )
     parser.add_argument("a", type=Path, help="the run before: a variant folder or a trace file")
     parser.add_argument("b", type=Path, help="the run after")

@@ -16,8 +16,8 @@ import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from attn.profiling.plot import WIDTH_IN, figure, save
-from attn.profiling.trace import (
+from attn.traces.plot import WIDTH_IN, figure, save
+from attn.traces.trace import (
     DEVICE_CATEGORIES,
     MEMCPY,
     RUNTIME_CATEGORIES,

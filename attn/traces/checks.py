@@ -14,8 +14,8 @@ import math
 import re
 from collections.abc import Callable
 
-from attn.profiling.backward import as_forward
-from attn.profiling.trace import (
+from attn.traces.backward import as_forward
+from attn.traces.trace import (
     BACKWARD_RANGE,
     CPU_DEVICE_TYPE,
     KERNEL,
@@ -24,7 +24,7 @@ from attn.profiling.trace import (
     memory_events,
     top_level,
 )
-from attn.profiling.units import bytes_text, count_text, time_text
+from attn.traces.units import bytes_text, count_text, time_text
 
 
 @dataclasses.dataclass

@@ -11,38 +11,46 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
-from attn import specs
-from attn.profiling import layout
-from attn.profiling.atomic import atomic_folder, write_json
-from attn.profiling.backward import summarize_backward
-from attn.profiling.checks import Evidence, evaluate
-from attn.profiling.config import FIRST_CALLS_KEY
-from attn.profiling.diff import diffs_of, write_diffs
-from attn.profiling.overview import is_current, write_overview
-from attn.profiling.scrub import Scrubber, write_trace
-from attn.profiling.table import markdown_table
-from attn.profiling.timeline import draw_timeline
-from attn.profiling.trace import Forward, Trace, parse, per_forward, read_trace
+from attn.traces import layout
+from attn.traces.atomic import atomic_folder, write_json
+from attn.traces.backward import summarize_backward
+from attn.traces.checks import Evidence, evaluate
+from attn.traces.diff import diffs_of, write_diffs
+from attn.traces.layout import BrokenSet
+from attn.traces.overview import is_current, write_overview
+from attn.traces.scrub import Scrubber, write_trace
+from attn.traces.table import markdown_table
+from attn.traces.trace import FIRST_CALLS_KEY, Forward, Trace, parse, per_forward, read_trace
 
 ANALYSIS_STEPS = ("counting", "tabling", "drawing", "writing")  # what write_artifacts tells
 
 
-def device_name_of(trace: dict) -> str | None:
-    """The GPU's name as the trace records it (deviceProperties), or None."""
-    props = trace.get("deviceProperties") or []
-    return props[0].get("name") if props and isinstance(props[0], dict) else None
+class Catalog(Protocol):
+    """What recheck needs to know of the variants, handed in as data: `attn.specs` is one.
+
+    A spec (what `spec(name)` returns) has `title`, `lesson`, `trace_claims`, `focus` and
+    `gpu_focus`; reading a trace never imports the variants that made it.
+    """
+
+    REFERENCE: str  # the variant speedups are over, drawn apart in the overview
+
+    def spec(self, name: str) -> Any | None: ...
+    def names(self) -> list[str]: ...  # chapter order
+    def diff_pairs(self) -> list[tuple[str, str]]: ...
 
 
 def summarize(
     trace: dict | Trace,
     *,
-    variant: str | None = None,
+    spec: Any | None = None,
     device_type: str | None = None,
     range_name: str | None = None,
     base: dict | None = None,
 ) -> tuple[dict, list[Forward]]:
-    """The summary of a trace (per-range counts and times, their means, claims) and its ranges."""
+    """The summary of a trace (per-range counts and times, their means, claims) and its ranges;
+    `spec` (a variant's, from attn.specs) gives the title, lesson and claims to check."""
     trace = parse(trace)
     measured = per_forward(trace, range_name)
     device_type = device_type or ("cuda" if trace.has_device_activity else "cpu")
@@ -52,7 +60,6 @@ def summarize(
     fwds = trace.forwards(range_name)
     if (backward := summarize_backward(trace, fwds)) is not None:  # a training step's trace
         summary["backward"] = backward
-    spec = specs.spec(variant) if variant else None
     if spec is not None:
         summary.update(title=spec.title, lesson=spec.lesson)
         summary["claims"] = evaluate(spec.trace_claims, device_type, Evidence(summary, fwds))
@@ -61,10 +68,9 @@ def summarize(
     return summary, fwds
 
 
-def focus(summary: dict, trace: Trace) -> str | None:
+def focus(summary: dict, trace: Trace, spec: Any | None) -> str | None:
     """The name of the event to select in the screenshot of this summary's trace and to label in
     its timeline: the one its spec names (on a GPU by default its first kernel), as spelled there."""
-    spec = specs.spec(summary.get("variant") or "")
     on_gpu = summary.get("device_type") == "cuda"
     pattern = spec and (spec.gpu_focus if on_gpu else spec.focus)
     if pattern is None:  # the first kernel of the range shown (a training step's: the backward)
@@ -77,7 +83,7 @@ def write_artifacts(
     trace: dict | Trace,
     folder: Path,
     *,
-    variant: str | None = None,
+    spec: Any | None = None,
     base: dict | None = None,
     device_type: str | None = None,
     range_name: str | None = None,
@@ -86,10 +92,12 @@ def write_artifacts(
 ) -> dict:
     """Analyse `trace` and write `folder` (replaced whole, or left as it was); returns the summary.
     `progress` is told each step as it starts (ANALYSIS_STEPS), for a progress bar."""
+    from attn.traces.timeline import draw_timeline  # matplotlib: only where a picture is drawn
+
     trace = parse(trace)
     progress(ANALYSIS_STEPS[0])
     summary, fwds = summarize(
-        trace, variant=variant, device_type=device_type, range_name=range_name, base=base
+        trace, spec=spec, device_type=device_type, range_name=range_name, base=base
     )
     name = summary.get("variant") or Path(folder).name
     where = summary.get("device_name") or summary["device_type"]
@@ -102,7 +110,7 @@ def write_artifacts(
             (out / layout.TABLE_TXT).write_text(table_txt.rstrip() + "\n")
         progress(ANALYSIS_STEPS[2])
         title = f"{name} on {where}: one {summary['range']}"
-        draw_timeline(fwds, title, out / layout.TIMELINE, focus=focus(summary, trace))
+        draw_timeline(fwds, title, out / layout.TIMELINE, focus=focus(summary, trace, spec))
         progress(ANALYSIS_STEPS[3])
         write_trace(trace.raw, out / layout.TRACE, scrubber)  # measuring read the raw trace
         summary = scrubber.value(summary)
@@ -117,11 +125,7 @@ MEASURED = (*SPEC_FIELDS, "range", "forwards", "cpu_time_us", "device_time_us", 
             "backward")  # fmt: skip
 
 
-class BrokenSet(ValueError):
-    """A set recheck cannot mend from its traces (a trace or the environment gone); one line."""
-
-
-def _fresh_summary(vdir: Path) -> tuple[dict, dict]:
+def _fresh_summary(vdir: Path, catalog: Catalog) -> tuple[dict, dict]:
     """(the stored summary, the same with every measured field as its trace gives it now)."""
     path = vdir / layout.SUMMARY
     try:
@@ -136,7 +140,7 @@ def _fresh_summary(vdir: Path) -> tuple[dict, dict]:
         raise BrokenSet(f"{vdir / layout.TRACE} is missing: the summary cannot be checked")
     fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
         read_trace(vdir / layout.TRACE),
-        variant=summary["variant"],
+        spec=catalog.spec(summary["variant"]),
         device_type=summary.get("device_type"),
         range_name=summary.get("range"),
         base=summary,
@@ -144,7 +148,7 @@ def _fresh_summary(vdir: Path) -> tuple[dict, dict]:
     return summary, {**summary, **{k: fresh.get(k) for k in MEASURED if k in fresh or k in summary}}
 
 
-def recheck(root: Path, write: bool = True) -> list[dict]:
+def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
     """Check every set under root against what its traces give; with write, mend what differs.
 
     Runs nothing: every summary is measured again from its committed trace (numbers, ops, claims,
@@ -162,7 +166,7 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
         if not (hw / layout.ENVIRONMENT).is_file():
             raise BrokenSet(f"{hw / layout.ENVIRONMENT} is missing: rerun the profile there")
         for vdir in layout.variant_dirs(hw):
-            summary, fresh = _fresh_summary(vdir)
+            summary, fresh = _fresh_summary(vdir, catalog)
             if summary != fresh:
                 path = vdir / layout.SUMMARY
                 changed.append(
@@ -170,18 +174,18 @@ def recheck(root: Path, write: bool = True) -> list[dict]:
                 )
                 if write:
                     write_json(path, fresh)
-        expected = {out: data for out, data in diffs_of(hw)}
+        expected = {out: data for out, data in diffs_of(hw, catalog.diff_pairs())}
         for out in sorted(set(expected) | set((hw / layout.DIFF_DIR).glob("*.json"))):
             stored = json.loads(out.read_text()) if out.is_file() else None
             if stored != expected.get(out):
                 changed.append({"path": out, "before": None, "after": None})
-        if not is_current(hw):  # a run killed before redrawing it
+        if not is_current(hw, catalog.names()):  # a run killed before redrawing it
             changed.append({"path": hw / layout.OVERVIEW, "before": None, "after": None})
         index = hw / layout.MANIFEST
         if not index.is_file() or json.loads(index.read_text()) != layout.manifest(hw):
             changed.append({"path": index, "before": None, "after": None})
         if write and changed and any(hw in Path(r["path"]).parents for r in changed):
-            write_overview(hw)
-            write_diffs(hw)
+            write_overview(hw, catalog.names(), catalog.REFERENCE)
+            write_diffs(hw, catalog.diff_pairs())
             layout.write_manifest(hw)
     return changed

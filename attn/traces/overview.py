@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from attn import specs
-from attn.profiling import layout
-from attn.profiling.atomic import replace_file
-from attn.profiling.plot import figure, save
+from attn.traces import layout
+from attn.traces.atomic import replace_file
 
 
-def summaries(folder: Path) -> list[dict]:
-    """The available variants' summaries in a hardware folder, in chapter order; training steps
-    left out (their forward runs under autograd: no match for an inference forward)."""
-    order = {name: i for i, name in enumerate(specs.names())}
+def summaries(folder: Path, names: Sequence[str] = ()) -> list[dict]:
+    """The available variants' summaries in a hardware folder, in the order of `names` (chapter
+    order; others last); training steps left out (their forward runs under autograd: no match for
+    an inference forward)."""
+    order = {name: i for i, name in enumerate(names)}
     found = [json.loads((d / layout.SUMMARY).read_text()) for d in layout.variant_dirs(folder)]
     return sorted(
         (s for s in found if s.get("available") and "backward" not in s),
@@ -28,10 +28,10 @@ def bar_labels(rows: list[dict]) -> list[str]:
     return [f"{s['device_time_us' if on_device else 'cpu_time_us'] / 1000:.3g} ms" for s in rows]
 
 
-def is_current(folder: Path) -> bool:
+def is_current(folder: Path, names: Sequence[str] = ()) -> bool:
     """Whether overview.svg shows the summaries there now (its text is text: each variant's name
     and time can be read back), so a run killed before redrawing it is caught."""
-    rows, path = summaries(folder), Path(folder) / layout.OVERVIEW
+    rows, path = summaries(folder, names), Path(folder) / layout.OVERVIEW
     if not rows or not path.is_file():
         return not rows and not path.exists()
     text = path.read_text()
@@ -41,15 +41,19 @@ def is_current(folder: Path) -> bool:
     )
 
 
-def draw(rows: list[dict], title: str, path: Path, note: str = "") -> None:
+def draw(
+    rows: list[dict], title: str, path: Path, note: str = "", reference: str | None = None
+) -> None:
     """Horizontal bars of time per forward: device time where measured, else CPU time. Every text at
     8.5 pt or more: at 660 px (the narrowest a page shows a picture) that is 10 px or more."""
+    from attn.traces.plot import figure, save  # matplotlib only when drawing: recheck reads text
+
     on_device = any(s.get("device_time_us") is not None for s in rows)
     key = "device_time_us" if on_device else "cpu_time_us"
     names = [s["variant"] for s in rows][::-1]
     values = [s[key] / 1000 for s in rows][::-1]
     fig, ax = figure(1.2 + 0.3 * len(rows) + 0.2 * note.count("\n"))
-    colors = ["#d62728" if n == specs.REFERENCE else "#4e79a7" for n in names]
+    colors = ["#d62728" if n == reference else "#4e79a7" for n in names]
     bars = ax.barh(names, values, color=colors)
     ax.bar_label(bars, bar_labels(rows)[::-1], padding=3)
     ax.set_xlabel(f"{'device' if on_device else 'CPU'} time per forward (ms)")
@@ -71,29 +75,33 @@ def shape_text(s: dict) -> str:
     )
 
 
-def write_overview(folder: Path) -> Path | None:
-    """Redraw `<folder>/overview.svg` from the summaries there; None when nothing ran.
+def write_overview(
+    folder: Path, names: Sequence[str] = (), reference: str | None = None
+) -> Path | None:
+    """Redraw `<folder>/overview.svg` from the summaries there, in the order of `names`; None when
+    nothing ran.
 
-    The title names the device and the shape most rows share (the reference's where it ran), each on
-    a line of its own; a row profiled at another shape is starred and its shape said below the bars.
+    The title names the device and the shape most rows share (the `reference` variant's where it
+    ran, its bar in red), each on a line of its own; a row profiled at another shape is starred and
+    its shape said below the bars.
     """
-    rows = summaries(folder)
+    rows = summaries(folder, names)
     path = Path(folder) / layout.OVERVIEW
     if not rows:
         path.unlink(missing_ok=True)
         return None
-    common = main_shape(rows)
+    common = main_shape(rows, reference)
     title = f"Time per forward on\n{rows[0]['device_name']}\n{common}"
     others = {s["variant"]: shape_text(s) for s in rows if shape_text(s) != common}
     rows = [{**s, "variant": s["variant"] + ("*" if s["variant"] in others else "")} for s in rows]
     note = "\n".join(f"* {name}: {shape}" for name, shape in others.items())
-    return replace_file(path, lambda p: draw(rows, title, p, note))
+    return replace_file(path, lambda p: draw(rows, title, p, note, reference))
 
 
-def main_shape(rows: list[dict]) -> str:
+def main_shape(rows: list[dict], reference: str | None = None) -> str:
     """The shape the reference variant (naive) ran at, else the one most rows share."""
     for s in rows:
-        if s["variant"] == specs.REFERENCE:
+        if s["variant"] == reference:
             return shape_text(s)
     shapes = [shape_text(s) for s in rows]
     return max(set(shapes), key=shapes.count)

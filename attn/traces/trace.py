@@ -28,6 +28,9 @@ import orjson
 FORWARD_RANGE = "attn_fwd"
 BACKWARD_RANGE = "attn_bwd"  # a training step's backward (its ops may run on another thread)
 STEP_PREFIX = "ProfilerStep#"
+# The seconds of a run's first two calls, before profiling (a compiled variant compiles there):
+# kept in the trace under this key by our harness, beside the profiler's own top-level keys.
+FIRST_CALLS_KEY = "attn_first_calls_seconds"
 KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
 DEVICE_CATEGORIES = (KERNEL, MEMCPY, MEMSET)
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")  # the CPU side of device work
@@ -569,3 +572,9 @@ def peak_memory(trace: Trace, fwds: list[Forward]) -> int | None:
         hi = np.searchsorted(ts, trace.end[f.row], "right")
         peaks.append(max(0, int(np.cumsum(sizes[lo:hi]).max(initial=0))))
     return max(peaks)
+
+
+def device_name_of(trace: dict) -> str | None:
+    """The GPU's name as the trace records it (deviceProperties), or None."""
+    props = trace.get("deviceProperties") or []
+    return props[0].get("name") if props and isinstance(props[0], dict) else None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attn.profiling.atomic import write_json, write_rows
+from attn.traces.atomic import write_json, write_rows
 
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
@@ -33,6 +33,10 @@ VARIANT_FILES = (SUMMARY, TRACE, TABLE_TXT, TABLE_MD, TIMELINE, VIEWER)
 DIFF_DIR = "diff"
 PUBLIC_DIR = "public"  # no hardware set: a folder of traces recorded by others
 DIAGNOSIS = "diagnosis.json"
+
+
+class BrokenSet(ValueError):
+    """A set recheck cannot mend from its traces (a trace or the environment gone); one line."""
 
 
 class RefusedFolder(RuntimeError):

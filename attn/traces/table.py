@@ -1,19 +1,11 @@
-"""Tables: the profiler's own (table.txt) and one computed from a trace's ranges (table.md)."""
+"""The table computed from a trace's ranges (table.md): the profiler's own, from the trace alone."""
 
 from __future__ import annotations
 
-import torch
-
-from attn.profiling.trace import DEVICE_CATEGORIES, EPS_US, RUNTIME_CATEGORIES, Forward
-from attn.profiling.units import time_text
+from attn.traces.trace import DEVICE_CATEGORIES, EPS_US, RUNTIME_CATEGORIES, Forward
+from attn.traces.units import time_text
 
 ROWS = 15
-
-
-def profiler_table(prof: torch.profiler.profile, on_gpu: bool) -> str:
-    """`key_averages().table()`, sorted by device time on a GPU and CPU time on the CPU."""
-    sort_by = "device_time_total" if on_gpu else "cpu_time_total"
-    return prof.key_averages().table(sort_by=sort_by, row_limit=ROWS, max_name_column_width=60)
 
 
 def _time(us: float) -> str:

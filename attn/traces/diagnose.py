@@ -2,8 +2,8 @@
 
     python -m attn.profiling diagnose TRACE [--json OUT]
 
-Attention is found three ways, on the table attn.profiling.trace builds: CPU ops the name table
-(attn.profiling.patterns) knows (SDPA's backend ops, serving and custom ops, generated FlexAttention);
+Attention is found three ways, on the table attn.traces.trace builds: CPU ops the name table
+(attn.traces.patterns) knows (SDPA's backend ops, serving and custom ops, generated FlexAttention);
 the eager pattern, a product, a softmax and a product with nothing of the kind between, inside one
 module or range; and GPU kernels the table knows that no such op launched (CUDA-graph replays,
 launches the trace did not record). Findings are counted over the calls found; where the trace
@@ -17,17 +17,16 @@ import dataclasses
 import functools
 import itertools
 import re
+from collections.abc import Callable
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from attn import specs
-from attn.profiling import patterns
-from attn.profiling.analyze import device_name_of
-from attn.profiling.trace import KERNEL, MEMCPY, STEP_PREFIX, Trace
-from attn.profiling.units import count_text, time_text
+from attn.traces import patterns
+from attn.traces.trace import KERNEL, MEMCPY, STEP_PREFIX, Trace, device_name_of
+from attn.traces.units import count_text, time_text
 
 ADVICE = {  # finding -> one sentence: what to change, and why
     "out_of_place_masked_fill": "Mask in place with masked_fill_ (safe where no backward needs the "
@@ -44,6 +43,7 @@ ADVICE = {  # finding -> one sentence: what to change, and why
     "the attention: the CPU waits there for the GPU, so no launch can run ahead of it.",
 }
 PAGES = {"sync_in_forward": "reading-a-profile.md"}  # taught by a page, not a variant's chapter
+Teaching = Callable[[str], "str | None"]  # a finding -> the chapter whose variant teaches its fix
 NO_CPU_OPS = "the trace has no CPU ops (recorded with the GPU activity only)"
 NO_CPU_CALL = "no CPU op was recorded around the attention's kernels (e.g. a CUDA-graph replay)"
 NO_SHAPES = "dtypes and shapes were not recorded (the trace was taken without record_shapes)"
@@ -309,12 +309,14 @@ CHECKS = {
 }
 
 
-def chapter(kind: str) -> str:
-    """The page in docs/ that teaches the fix for a finding."""
-    return PAGES.get(kind) or specs.chapter_teaching(kind)
+def chapter(kind: str, teaching: Teaching = lambda kind: None) -> str | None:
+    """The page in docs/ that teaches the fix for a finding (`teaching`: attn.specs.chapter_teaching)."""
+    return PAGES.get(kind) or teaching(kind)
 
 
-def findings(trace: Trace, calls: list[Call]) -> tuple[list[dict], list[dict]]:
+def findings(
+    trace: Trace, calls: list[Call], teaching: Teaching = lambda kind: None
+) -> tuple[list[dict], list[dict]]:
     """(findings with a count, the kinds the trace cannot tell and why)."""
     with_cpu = [c for c in calls if c.row is not None]
     if "cpu_op" not in trace.cat:
@@ -327,7 +329,12 @@ def findings(trace: Trace, calls: list[Call]) -> tuple[list[dict], list[dict]]:
         if count is None:
             unchecked.append({"kind": kind, "why": detail})
         elif count:
-            row = {"kind": kind, "count": count, "chapter": chapter(kind), "advice": ADVICE[kind]}
+            row = {
+                "kind": kind,
+                "count": count,
+                "chapter": chapter(kind, teaching),
+                "advice": ADVICE[kind],
+            }
             found.append(row | ({"detail": detail} if detail else {}))
     return found, unchecked
 
@@ -359,10 +366,11 @@ def attention_rows(trace: Trace, calls: list[Call]) -> list[dict]:
     return rows
 
 
-def diagnose(trace: Trace) -> dict:
-    """The report as data: the trace's facts, its attention, the findings and what went unchecked."""
+def diagnose(trace: Trace, teaching: Teaching = lambda kind: None) -> dict:
+    """The report as data: the trace's facts, its attention, the findings and what went unchecked;
+    `teaching` names the chapter that teaches a finding's fix (attn.specs.chapter_teaching)."""
     calls = find_calls(trace)
-    found, unchecked = findings(trace, calls)
+    found, unchecked = findings(trace, calls, teaching)
     return {
         "trace": {
             "device_name": device_name_of(trace.raw),
