@@ -1,32 +1,46 @@
-"""How `analyze` scales with a trace's size, as ratios to a bare `json.load` of the same file.
+"""How the trace commands scale, as ratios to a bare `json.load` of the same file, and to a peer.
 
     python benchmarks/trace_scale.py TRACE...              # real traces (.json or .json.gz)
     python benchmarks/trace_scale.py --synthetic 1000000   # also a made-up trace of 1M events
+    python benchmarks/trace_scale.py TRACE... --peer hta   # and HolisticTraceAnalysis beside them
 
-Each measurement runs in a fresh process, so its peak memory is its own: the bare `json.load` of the
-file, then the analysis (`read_trace` + `write_artifacts`, as `analyze` runs them) after its
-imports, whose fixed cost (torch among them) is printed apart. Times are CPU seconds of the process,
-which other work on a shared machine does not inflate as it does the wall clock. Printed side by side: time and peak
-memory of each, their ratios, the uncompressed size, and the drawn elements of timeline.svg.
+Each measurement is a whole process, as a user runs it (the interpreter, its imports, the work):
+`python -c "json.load(...)"` of the file; `python -m attn.profiling analyze TRACE --out DIR`;
+`python -m attn.profiling diagnose TRACE`; and with `--peer hta`, HTA's `TraceAnalysis` of a
+folder holding the trace plus `get_gpu_kernel_breakdown()` (`pip install HolisticTraceAnalysis`,
+or `--hta-python` naming an interpreter that has it). Times are the process's CPU seconds (user +
+system), which other work on a shared machine inflates less than the wall clock; memory is its
+peak resident size. The processes run interleaved, `--rounds` times, and the medians are compared.
 Speeds belong here, not in tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
-import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import orjson
 from rich.console import Console
 from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+# Below this many events a process is mostly its start and imports: a ratio would say nothing.
+MIN_EVENTS = 10_000
+JSON_LOAD = (
+    "import gzip, json, sys; p = sys.argv[1]; "
+    "json.load(gzip.open(p, 'rb') if p.endswith('.gz') else open(p, 'rb'))"
+)
+HTA = (
+    "import sys; from hta.trace_analysis import TraceAnalysis; "
+    "TraceAnalysis(trace_dir=sys.argv[1]).get_gpu_kernel_breakdown()"
+)
 
 
 def synthetic_trace(events: int, steps: int = 50) -> dict:
@@ -57,97 +71,111 @@ def synthetic_trace(events: int, steps: int = 50) -> dict:
     return {"schemaVersion": 1, "deviceProperties": [{"name": "synthetic"}], "traceEvents": found}
 
 
-def rss_mib() -> float:
-    """This process's resident memory now (Linux), in MiB."""
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def measure(argv: list[str]) -> tuple[float, float]:
+    """(CPU seconds, peak MiB) of one process, read from the kernel's accounting of that child."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    with tempfile.TemporaryDirectory() as cwd:
+        child = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        error = child.stderr.read().decode(errors="replace")
+        child.stderr.close()
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} failed: {error.strip().splitlines()[-1:]}")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
 
 
-def peak_mib() -> float:
-    """This process's peak resident memory (Linux's VmHWM: unlike ru_maxrss, not inherited from
-    the parent across fork and exec), in MiB."""
-    status = Path("/proc/self/status").read_text()
-    return int(status.split("VmHWM:")[1].split()[0]) / 1024
+def count_events(path: str) -> int:
+    with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
+        trace = orjson.loads(f.read())
+    return len(trace["traceEvents"] if isinstance(trace, dict) else trace)
 
 
-def measure_json_load(path: str) -> dict:
-    before, start = rss_mib(), time.process_time()
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        trace = json.load(f)
-    events = len(trace["traceEvents"] if isinstance(trace, dict) else trace)
-    return {"seconds": time.process_time() - start, "mib": peak_mib() - before, "events": events}
+def commands(trace: str, out: Path, hta_python: str | None) -> dict[str, list[str]]:
+    """The processes compared on one trace, by name."""
+    py = sys.executable
+    found = {
+        "json.load": [py, "-c", JSON_LOAD, trace],
+        "analyze": [py, "-m", "attn.profiling", "analyze", trace, "--out", str(out)],
+        "diagnose": [py, "-m", "attn.profiling", "diagnose", trace],
+    }
+    if hta_python:  # HTA reads every trace in a folder: one folder per trace
+        folder = out.parent / f"hta-{out.name}"
+        folder.mkdir(exist_ok=True)
+        link = folder / Path(trace).name
+        if not link.exists():
+            link.symlink_to(Path(trace).resolve())
+        found["hta"] = [hta_python, "-c", HTA, str(folder)]
+    return found
 
 
-def measure_analyze(path: str) -> dict:
-    start = time.process_time()
-    from attn.traces.analyze import write_artifacts
-    from attn.traces.trace import read_trace
-
-    imports = time.process_time() - start
-    before, start = rss_mib(), time.process_time()
-    with tempfile.TemporaryDirectory() as out:
-        write_artifacts(read_trace(path), Path(out) / "set")
-        seconds = time.process_time() - start
-        svg = ElementTree.parse(Path(out) / "set" / "timeline.svg")
-        elements = sum(1 for _ in svg.iter())
-    return {"seconds": seconds, "mib": peak_mib() - before, "imports": imports, "svg": elements}
+def ratio_text(a: float, b: float, small: bool) -> str:
+    return "too small" if small else f"{a / b:.2f}"
 
 
-def in_child(what: str, path: str) -> dict:
-    """Run one measurement in a fresh interpreter; its result as a dict."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--measure", what, path], capture_output=True, text=True
+def median_of(rounds: list[dict], name: str) -> tuple[float, float]:
+    return (
+        statistics.median(r[name][0] for r in rounds),
+        statistics.median(r[name][1] for r in rounds),
     )
-    if done.returncode != 0:
-        raise SystemExit(f"{what} of {path} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-
-
-def uncompressed_mib(path: str) -> float:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 24), b"")) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", help=".json or .json.gz Kineto traces")
     parser.add_argument("--synthetic", type=int, metavar="EVENTS", help="add a made-up trace")
-    parser.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)  # the child's side
+    parser.add_argument("--peer", choices=["hta"], help="also time HolisticTraceAnalysis")
+    parser.add_argument("--hta-python", help="an interpreter with HTA (default: this one)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     args = parser.parse_args(argv)
-    if args.measure:
-        what, path = args.measure
-        if what.startswith("synthetic="):  # made in a process of its own, as the measures are
-            events = synthetic_trace(int(what.split("=")[1]))
-            Path(path).write_bytes(gzip.compress(orjson.dumps(events), 1))
-        measure = {"json": measure_json_load, "analyze": measure_analyze}.get(what)
-        print(json.dumps(measure(path) if measure else {}))
-        return 0
-    traces = list(args.traces)
+    hta_python = (args.hta_python or sys.executable) if args.peer == "hta" else None
+    if (
+        hta_python
+        and subprocess.run([hta_python, "-c", "import hta"], capture_output=True).returncode
+    ):
+        raise SystemExit(
+            f"--peer hta: {hta_python} cannot import hta (pip install HolisticTraceAnalysis)"
+        )
     scratch = tempfile.TemporaryDirectory()
+    traces = [str(Path(t).resolve()) for t in args.traces]  # the processes run elsewhere
     if args.synthetic:
         path = Path(scratch.name) / f"synthetic-{args.synthetic}.json.gz"
-        in_child(f"synthetic={args.synthetic}", str(path))
+        path.write_bytes(gzip.compress(orjson.dumps(synthetic_trace(args.synthetic)), 1))
         traces.append(str(path))
-    table = Table(
-        "trace", "events", "JSON MiB", "json.load s", "analyze s", "time ÷ json.load",
-        "json.load MiB", "analyze MiB", "memory ÷ json.load", "memory ÷ JSON", "SVG elements",
-        title="analyze against a bare json.load (CPU seconds; peak memory above the start)",
-    )  # fmt: skip
-    imports = []
-    for trace in traces:
-        bare, ours = in_child("json", trace), in_child("analyze", trace)
-        size = uncompressed_mib(trace)
-        imports.append(ours["imports"])
-        table.add_row(
-            Path(trace).name[:40], f"{bare['events']:,}", f"{size:,.0f}",
-            f"{bare['seconds']:.2f}", f"{ours['seconds']:.2f}",
-            f"{ours['seconds'] / bare['seconds']:.2f}", f"{bare['mib']:,.0f}", f"{ours['mib']:,.0f}",
-            f"{ours['mib'] / bare['mib']:.2f}", f"{ours['mib'] / size:.2f}", f"{ours['svg']:,}",
-        )  # fmt: skip
-    Console(width=160).print(table)
-    if imports:
-        print(f"imports before analysing (torch among them, paid once): {min(imports):.1f} CPU s")
+    columns = ["trace", "events", "json.load s", "analyze s", "÷ json", "diagnose s", "÷ json"]
+    columns += ["HTA s", "analyze ÷ HTA"] if hta_python else []
+    columns += ["json.load MiB", "analyze ÷", "diagnose ÷"] + (["HTA ÷"] if hta_python else [])
+    columns += ["summary KB", "scrubbed ÷ input"]
+    table = Table(*columns, title="Whole processes: CPU seconds and peak memory, medians")
+    for i, trace in enumerate(traces):
+        out = Path(scratch.name) / f"out-{i}"
+        procs = commands(trace, out, hta_python)
+        rounds = [{name: measure(argv) for name, argv in procs.items()} for _ in range(args.rounds)]
+        events = count_events(trace)
+        (js, jm), (an, am), (dg, dm) = (
+            median_of(rounds, n) for n in ("json.load", "analyze", "diagnose")
+        )
+        ratio = functools.partial(ratio_text, small=events < MIN_EVENTS)
+        row = [Path(trace).name[:32], f"{events:,}", f"{js:.2f}", f"{an:.2f}", ratio(an, js)]
+        row += [f"{dg:.2f}", ratio(dg, js)]
+        if hta_python:
+            ht, hm = median_of(rounds, "hta")
+            row += [f"{ht:.2f}", ratio(an, ht)]
+        row += [f"{jm:,.0f}", ratio(am, jm), ratio(dm, jm)] + (
+            [ratio(hm, jm)] if hta_python else []
+        )
+        (folder,) = out.iterdir()  # analyze writes OUT/<name>/
+        summary_kb = (folder / "summary.json").stat().st_size / 1000
+        scrubbed = (folder / "trace.json.gz").stat().st_size / Path(trace).stat().st_size
+        row += [f"{summary_kb:,.0f}", f"{scrubbed:.2f}"]
+        table.add_row(*row)
+    Console(width=220).print(table)
+    print(f"load average before the last trace's rounds ended: {os.getloadavg()[0]:.2f}")
+    print(
+        f"traces under {MIN_EVENTS:,} events print 'too small': a process that short is its imports"
+    )
     scratch.cleanup()
     return 0
 

@@ -4,6 +4,7 @@ Speeds are measured by benchmarks/trace_scale.py, never here."""
 
 import gzip
 import json
+import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -11,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from attn.traces import scrub
-from attn.traces.analyze import ANALYSIS_STEPS, write_artifacts
+from attn.traces.analyze import ANALYSIS_STEPS, LISTED, summarize, write_artifacts
+from attn.traces.checks import Evidence
 from attn.traces.scrub import Scrubber, scrub_trace, write_trace
 from attn.traces.timeline import MIXED_COLOR, draw_timeline
-from attn.traces.trace import Trace, TraceFormatError, load_trace, per_forward
+from attn.traces.trace import Trace, TraceFormatError, load_trace, per_forward, read_trace
 
+REAL = Path(__file__).parent / "fixtures" / "realtraces"
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from trace_scale import synthetic_trace  # noqa: E402
 
@@ -73,6 +76,49 @@ def test_a_gzip_bomb_is_refused_in_one_line_before_it_fills_memory(tmp_path, mon
     with pytest.raises(TraceFormatError, match="decompresses to more than") as e:
         load_trace(bomb)
     assert "\n" not in str(e.value) and str(bomb) in str(e.value)
+
+
+# Loads a trace with a 1 GiB cap in a fresh process and prints its peak memory (MiB) and error.
+PEAK_WHEN_REFUSED = """
+import os, resource, sys
+os.environ["ATTN_MAX_TRACE_GIB"] = "1"
+from attn.traces.trace import TraceFormatError, load_trace
+try:
+    load_trace(sys.argv[1])
+    error = "loaded"
+except TraceFormatError as e:
+    error = str(e)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, error)
+"""
+
+
+def test_a_trace_inflating_past_the_cap_is_refused_in_a_fraction_of_its_memory(tmp_path):
+    """2 GiB of inflated text (32 gzip members of 64 MiB each) under a 1 GiB cap."""
+    member = gzip.compress(b" " * (64 * 2**20), compresslevel=1)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(member * 32)
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_WHEN_REFUSED, str(bomb)], capture_output=True, text=True
+    )
+    peak_mib, error = done.stdout.split(" ", 1)
+    assert "decompresses to more than 1 GiB" in error
+    assert int(peak_mib) < 512  # the interpreter, numpy and one 16 MiB chunk; never the 1 GiB
+
+
+def test_a_summary_lists_a_bounded_number_of_names(tmp_path):
+    """A range of 40,000 kernels: summary.json stays small, the claims still see every kernel."""
+    summary = write_artifacts(synthetic_trace(130_000, steps=1), tmp_path / "set")
+    assert len(summary["kernels"]) == LISTED and summary["kernels_not_listed"] > 40_000
+    assert (tmp_path / "set" / "summary.json").stat().st_size < 200_000
+    trace = Trace(synthetic_trace(3000, steps=1))
+    evidence = Evidence(*summarize(trace))
+    assert len(evidence.kernels()) == 1000  # from the trace, not the summary's first 100
+
+
+def test_the_published_copy_of_a_real_trace_is_no_larger_than_it(tmp_path):
+    real = next(REAL.glob("tracelens-h100-timesformer-eager-softmax/*.json.gz"))
+    write_artifacts(read_trace(real), tmp_path / "set")
+    assert (tmp_path / "set" / "trace.json.gz").stat().st_size <= real.stat().st_size
 
 
 def test_a_cut_gzip_file_is_refused_in_one_line(tmp_path):

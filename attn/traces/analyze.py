@@ -25,6 +25,9 @@ from attn.traces.table import markdown_table
 from attn.traces.trace import FIRST_CALLS_KEY, Forward, Trace, parse, per_forward, read_trace
 
 ANALYSIS_STEPS = ("counting", "tabling", "drawing", "writing")  # what write_artifacts tells
+# summary.json lists the first forward's kernels and top-level ops up to this many: a training
+# step's thousands of names belong in table.md, and a summary stays a few kilobytes.
+LISTED = 100
 
 
 class Catalog(Protocol):
@@ -55,6 +58,9 @@ def summarize(
     measured = per_forward(trace, range_name)
     device_type = device_type or ("cuda" if trace.has_device_activity else "cpu")
     summary = {**(base or {}), "available": True, "device_type": device_type, **measured}
+    for key in ("kernels", "ops"):
+        if len(names := summary[key]) > LISTED:
+            summary[key], summary[f"{key}_not_listed"] = names[:LISTED], len(names) - LISTED
     if FIRST_CALLS_KEY in trace.raw:  # recorded by our harness beside the profiler's events
         summary["first_calls_seconds"] = trace.raw[FIRST_CALLS_KEY]
     fwds = trace.forwards(range_name)
@@ -121,7 +127,8 @@ def write_artifacts(
 SPEC_FIELDS = ("claims", "title", "lesson")  # from the specs; the rest of these from the trace
 MEASURED = (*SPEC_FIELDS, "range", "forwards", "cpu_time_us", "device_time_us", "ops_per_forward",
             "kernels_per_forward", "memcpy_per_forward", "memset_per_forward",
-            "launches_per_forward", "peak_memory_bytes", "kernels", "ops", "ranges", "problems",
+            "launches_per_forward", "peak_memory_bytes", "kernels", "ops", "kernels_not_listed",
+            "ops_not_listed", "ranges", "problems",
             "backward")  # fmt: skip
 
 

@@ -56,6 +56,9 @@ class Evidence:
         return found
 
     def kernels(self) -> list[str]:
+        """The first forward's kernels, in launch order (the summary lists only the first few)."""
+        if self.forwards:
+            return [e.name for e in self.forwards[0].of_kind(KERNEL)]
         return self.summary.get("kernels") or []
 
     @functools.cached_property

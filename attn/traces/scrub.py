@@ -161,7 +161,8 @@ def write_trace(trace: dict, path: Path, scrubber: Scrubber | None = None) -> Pa
     head = {**scrubber.value(head), "traceName": "trace.json"}  # the exporter's absolute path
     with (
         open(path, "wb") as file,
-        gzip.GzipFile(fileobj=file, mode="wb", compresslevel=3, mtime=0) as out,
+        # Level 9, as Python and Kineto write a trace: the published copy is no larger than theirs.
+        gzip.GzipFile(fileobj=file, mode="wb", compresslevel=9, mtime=0) as out,
     ):
         out.write(b'{"traceEvents":[')
         events = trace.get("traceEvents", [])

@@ -47,6 +47,8 @@ OLD_CATEGORIES = {  # torch 1.8-1.10 -> today
 CPU_DEVICE_TYPE = 0  # "Device Type" of a [memory] event: c10::DeviceType, 0 CPU, 1 CUDA
 EPS_US = 1e-3  # timestamps are floats in microseconds
 MAX_TIME_US = 1e17  # about 3,000 years: a timestamp or duration past it is corrupt, not data
+MAX_DEFLATE_RATIO = 1032  # the most deflate can inflate a byte to: below the cap needs no check
+CHUNK_BYTES = 16 * 2**20  # inflated at a time while a large trace's size is checked
 
 
 class TraceFormatError(ValueError):
@@ -83,17 +85,44 @@ def _max_trace_bytes() -> int:
     return int(float(os.environ.get("ATTN_MAX_TRACE_GIB", "4")) * 2**30)
 
 
+def _too_large(where: str, limit: int) -> TraceFormatError:
+    return TraceFormatError(
+        f"{where}: decompresses to more than {limit / 2**30:g} GiB; set ATTN_MAX_TRACE_GIB to allow it"
+    )
+
+
+def _check_inflated_size(data: bytes, limit: int, where: str) -> None:
+    """Inflate a chunk at a time, keeping nothing, and refuse once past `limit` bytes: a trace too
+    large is refused in the memory of one chunk, not of the cap."""
+    total, rest = 0, data
+    while rest:  # a .gz file may hold several members, one after another
+        inflate = zlib.decompressobj(wbits=31)
+        while True:
+            total += len(inflate.decompress(rest, CHUNK_BYTES))
+            if total > limit:
+                raise _too_large(where, limit)
+            rest = inflate.unconsumed_tail
+            if inflate.eof or not rest:
+                break
+        while not inflate.eof and (chunk := inflate.decompress(b"", CHUNK_BYTES)):
+            total += len(chunk)  # output still held inside after the last input went in
+            if total > limit:
+                raise _too_large(where, limit)
+        if not inflate.eof:
+            raise EOFError("the gzip stream is cut short")
+        rest = inflate.unused_data
+
+
 def _decompress(data: bytes, limit: int, where: str) -> bytes:
     """gzip data inflated, refused in one line once it passes `limit` bytes (memory stays bounded)."""
+    if len(data) * MAX_DEFLATE_RATIO > limit:  # it could pass the cap: measure before keeping it
+        _check_inflated_size(data, limit, where)
     out, rest = [], data
     while rest:  # a .gz file may hold several members, one after another
         inflate = zlib.decompressobj(wbits=31)
         out.append(inflate.decompress(rest, limit + 1 - sum(map(len, out))))
         if inflate.unconsumed_tail or sum(map(len, out)) > limit:
-            raise TraceFormatError(
-                f"{where}: decompresses to more than {limit / 2**30:g} GiB; set ATTN_MAX_TRACE_GIB "
-                "to allow it"
-            )
+            raise _too_large(where, limit)
         if not inflate.eof:
             raise EOFError("the gzip stream is cut short")
         rest = inflate.unused_data
@@ -205,31 +234,32 @@ class Trace:
             e = found[int(np.argmax(dur < 0))]
             raise TraceFormatError(f"event {e.get('name')!r} has a negative dur ({e['dur']!r})")
         order = np.lexsort((-dur, ts))
-        found = [found[i] for i in order]
         self.ts, self.dur = ts[order], dur[order]
         self.end = self.ts + self.dur
-        self.name = [str(e.get("name", "")) for e in found]
+        # One pass over the events for the text columns (a trace of a million events is a million
+        # dicts: each is visited once here, and never again by the analysis).
+        self.name, self.cat, self.args, thread, correlations = [], [], [], [], []
         categories: dict[str, str] = {}  # raw spelling -> today's, worked out once per spelling
-        self.cat = [
-            categories.get(c) or categories.setdefault(c, _category(c))
-            for c in (str(e.get("cat", "")) for e in found)
-        ]
-        self.args = [_args(e) for e in found]
         threads: dict[tuple, int] = {}
-        self.thread = np.array(
-            [threads.setdefault((e.get("pid", 0), e.get("tid", 0)), len(threads)) for e in found],
-            dtype=np.int64,
-        )
+        for i in order.tolist():
+            e = found[i]
+            self.name.append(str(e.get("name", "")))
+            c = str(e.get("cat", ""))
+            self.cat.append(categories.get(c) or categories.setdefault(c, _category(c)))
+            args = _args(e)
+            self.args.append(args)
+            correlations.append(args.get("correlation", -1))  # -1: none
+            thread.append(threads.setdefault((e.get("pid", 0), e.get("tid", 0)), len(threads)))
+        self.thread = np.array(thread, dtype=np.int64)
         self.threads = list(threads)  # (pid, tid) of each thread index
-        correlations = [a.get("correlation") for a in self.args]  # -1: none
         self.correlation = _numbers(
             [-1 if c is None else c for c in correlations],
             "correlation",
             self.name.__getitem__,
             True,
         )
-        self.is_device = self.rows_where(lambda cat, name: cat in DEVICE_CATEGORIES)
-        self.is_runtime = self.rows_where(lambda cat, name: cat in RUNTIME_CATEGORIES)
+        self.is_device = self.in_categories(DEVICE_CATEGORIES)
+        self.is_runtime = self.in_categories(RUNTIME_CATEGORIES)
         # Device work is tied to its launch by correlation id: when ids repeat among launches, or
         # no device event finds its launch, per-range device counts would be made up.
         launches = self.correlation[self.is_runtime & (self.correlation >= 0)]
@@ -241,6 +271,14 @@ class Trace:
         if lost:
             self.problems.append(f"none of the {len(device)} device events has its launch")
         self.device_counts_known = not (shared or lost)
+
+    def in_categories(self, wanted: tuple[str, ...]) -> np.ndarray:
+        """A boolean column: whether each row's category is one of `wanted`."""
+        codes: dict[str, int] = {}
+        column = np.fromiter(
+            (codes.setdefault(c, len(codes)) for c in self.cat), dtype=np.int64, count=len(self.cat)
+        )
+        return np.isin(column, [codes[c] for c in wanted if c in codes])
 
     def rows_where(self, test) -> np.ndarray:
         """A boolean column: `test(cat, name)` of every row."""

@@ -213,7 +213,9 @@ def render_variant(page: Page, name: str) -> str:
             )
         if kernels := summary.get("kernels"):
             items = "\n".join(f"    - `{k}`" for k in kernels)
-            text.append(f'??? info "Kernel names ({len(kernels)})"\n\n{items}')
+            more = summary.get("kernels_not_listed") or 0
+            count = f"the first {len(kernels)} of {len(kernels) + more}" if more else len(kernels)
+            text.append(f'??? info "Kernel names ({count})"\n\n{items}')
         downloads = {layout.TRACE: "", layout.TABLE_TXT: " (the profiler's own table)"}
         links = [f"[{f}]({url(f)}){why}" for f, why in downloads.items() if f in files]
         text += ["Download: " + " · ".join(links)] if links else []
