@@ -135,8 +135,8 @@ def _op_calls(trace: Trace) -> list[Call]:
     """Calls of ops the table knows, outermost only (SDPA's backend op once, not its children)."""
     known = {
         i
-        for i, (name, cat) in enumerate(zip(trace.name, trace.cat, strict=True))
-        if cat == "cpu_op" and (row := patterns.row_for(name)) and row.implementation
+        for i in np.flatnonzero(trace.in_categories("cpu_op")).tolist()
+        if (row := patterns.row_for(trace.name[i])) and row.implementation
     }
     return [
         _found_call(
@@ -150,7 +150,8 @@ def _op_calls(trace: Trace) -> list[Call]:
 def _eager_calls(trace: Trace, taken: list[Call]) -> list[Call]:
     """A product, a softmax, a product: adjacent among a thread's outermost products and softmaxes
     (those of calls already found left out), all three in one scope."""
-    kinds = {i: k for i, n in enumerate(trace.name) if trace.cat[i] == "cpu_op" and (k := _kind(n))}
+    ops = np.flatnonzero(trace.in_categories("cpu_op")).tolist()
+    kinds = {i: k for i in ops if (k := _kind(trace.name[i]))}
     busy = set(kinds) | {c.row for c in taken}
     outer = [i for i in sorted(kinds) if not any(a in busy for a in trace.ancestors(i))]
     calls = []

@@ -100,6 +100,7 @@ def row_for(name: str) -> Row | None:
     return next((row for pattern, row in _compiled() if pattern.search(name)), None)
 
 
+@functools.cache  # a trace names the same kernel thousands of times
 def says_attention(kernel: str) -> bool:
     """The kernel's own name (not its template arguments) mentions attention."""
     own = re.split(r"[<(]", kernel.removeprefix("void "), maxsplit=1)[0]

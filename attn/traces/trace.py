@@ -10,8 +10,10 @@ runtime call that launched it. Analysis, claims, tables, the timeline and diffs 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import json
 import math
 import os
@@ -240,17 +242,21 @@ class Trace:
         # dicts: each is visited once here, and never again by the analysis).
         self.name, self.cat, self.args, thread, correlations = [], [], [], [], []
         categories: dict[str, str] = {}  # raw spelling -> today's, worked out once per spelling
-        threads: dict[tuple, int] = {}
+        self._category_codes: dict[str, int] = {}  # today's spelling -> its number in cat_code
+        codes, threads = [], {}
         for i in order.tolist():
             e = found[i]
             self.name.append(str(e.get("name", "")))
             c = str(e.get("cat", ""))
-            self.cat.append(categories.get(c) or categories.setdefault(c, _category(c)))
+            c = categories.get(c) or categories.setdefault(c, _category(c))
+            self.cat.append(c)
+            codes.append(self._category_codes.setdefault(c, len(self._category_codes)))
             args = _args(e)
             self.args.append(args)
             correlations.append(args.get("correlation", -1))  # -1: none
             thread.append(threads.setdefault((e.get("pid", 0), e.get("tid", 0)), len(threads)))
         self.thread = np.array(thread, dtype=np.int64)
+        self.cat_code = np.array(codes, dtype=np.int64)
         self.threads = list(threads)  # (pid, tid) of each thread index
         self.correlation = _numbers(
             [-1 if c is None else c for c in correlations],
@@ -258,8 +264,8 @@ class Trace:
             self.name.__getitem__,
             True,
         )
-        self.is_device = self.in_categories(DEVICE_CATEGORIES)
-        self.is_runtime = self.in_categories(RUNTIME_CATEGORIES)
+        self.is_device = self.in_categories(*DEVICE_CATEGORIES)
+        self.is_runtime = self.in_categories(*RUNTIME_CATEGORIES)
         # Device work is tied to its launch by correlation id: when ids repeat among launches, or
         # no device event finds its launch, per-range device counts would be made up.
         launches = self.correlation[self.is_runtime & (self.correlation >= 0)]
@@ -272,13 +278,10 @@ class Trace:
             self.problems.append(f"none of the {len(device)} device events has its launch")
         self.device_counts_known = not (shared or lost)
 
-    def in_categories(self, wanted: tuple[str, ...]) -> np.ndarray:
-        """A boolean column: whether each row's category is one of `wanted`."""
-        codes: dict[str, int] = {}
-        column = np.fromiter(
-            (codes.setdefault(c, len(codes)) for c in self.cat), dtype=np.int64, count=len(self.cat)
-        )
-        return np.isin(column, [codes[c] for c in wanted if c in codes])
+    def in_categories(self, *wanted: str) -> np.ndarray:
+        """A boolean column: whether each row's category (today's spelling) is one of `wanted`."""
+        codes = self._category_codes
+        return np.isin(self.cat_code, [codes[c] for c in wanted if c in codes])
 
     def rows_where(self, test) -> np.ndarray:
         """A boolean column: `test(cat, name)` of every row."""
@@ -416,13 +419,27 @@ def parse(trace: dict | Trace) -> Trace:
     return trace if isinstance(trace, Trace) else Trace(trace)
 
 
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """Python's cyclic collector off while a trace's million dicts are made: each collection
+    would walk every one made so far (JSON holds no cycles), which more than doubles the time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def read_trace(path: Path | str) -> Trace:
     """A trace file as a table; TraceFormatError naming the file and the problem."""
-    raw = load_trace(path)
-    try:
-        return Trace(raw)
-    except (TypeError, ValueError) as e:  # TraceFormatError names the event and its field
-        raise TraceFormatError(f"{path}: an event that cannot be read ({e})") from e
+    with _no_collection():
+        raw = load_trace(path)
+        try:
+            return Trace(raw)
+        except (TypeError, ValueError) as e:  # TraceFormatError names the event and its field
+            raise TraceFormatError(f"{path}: an event that cannot be read ({e})") from e
 
 
 # --- what a range holds ---------------------------------------------------------------------
