@@ -41,6 +41,22 @@ HTA = (
     "import sys; from hta.trace_analysis import TraceAnalysis; "
     "TraceAnalysis(trace_dir=sys.argv[1]).get_gpu_kernel_breakdown()"
 )
+# Every measured process runs under this: it says its own peak memory as it exits (Linux's
+# VmHWM; the kernel's ru_maxrss of a child also counts the parent's peak at the fork).
+MEASURED = """
+import atexit, runpy, sys
+def peak():
+    status = open("/proc/self/status").read()
+    print("peak KiB", status.split("VmHWM:")[1].split()[0], file=sys.stderr)
+atexit.register(peak)
+what, *rest = sys.argv[1:]
+if what == "-m":  # python -m MODULE ARGS...
+    sys.argv = rest
+    runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+else:  # python -c CODE ARGS...
+    sys.argv = ["-c", *rest]
+    exec(compile(what, "<measured>", "exec"))
+"""
 
 
 def synthetic_trace(events: int, steps: int = 50) -> dict:
@@ -72,19 +88,23 @@ def synthetic_trace(events: int, steps: int = 50) -> dict:
 
 
 def measure(argv: list[str]) -> tuple[float, float]:
-    """(CPU seconds, peak MiB) of one process, read from the kernel's accounting of that child."""
+    """(CPU seconds, peak MiB) of one process: its time from the kernel's accounting of the child,
+    its peak as it says it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     with tempfile.TemporaryDirectory() as cwd:
         child = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+            [argv[0], "-c", MEASURED, *argv[1:]], cwd=cwd, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        error = child.stderr.read().decode(errors="replace")
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
-        error = child.stderr.read().decode(errors="replace")
         child.stderr.close()
-    if child.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[:4])} failed: {error.strip().splitlines()[-1:]}")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
+    if child.returncode != 0 or "peak KiB" not in error:
+        said = [line for line in error.splitlines() if line.strip() and "peak KiB" not in line]
+        raise SystemExit(f"{' '.join(argv[1:4])} failed: {said[-1:]}")
+    peak_kib = int(error.rsplit("peak KiB", 1)[1].split()[0])
+    return usage.ru_utime + usage.ru_stime, peak_kib / 1024
 
 
 def count_events(path: str) -> int:
@@ -97,7 +117,7 @@ def commands(trace: str, out: Path, hta_python: str | None) -> dict[str, list[st
     """The processes compared on one trace, by name."""
     py = sys.executable
     found = {
-        "json.load": [py, "-c", JSON_LOAD, trace],
+        "json.load": [py, JSON_LOAD, trace],
         "analyze": [py, "-m", "attn.profiling", "analyze", trace, "--out", str(out)],
         "diagnose": [py, "-m", "attn.profiling", "diagnose", trace],
     }
@@ -107,7 +127,7 @@ def commands(trace: str, out: Path, hta_python: str | None) -> dict[str, list[st
         link = folder / Path(trace).name
         if not link.exists():
             link.symlink_to(Path(trace).resolve())
-        found["hta"] = [hta_python, "-c", HTA, str(folder)]
+        found["hta"] = [hta_python, HTA, str(folder)]
     return found
 
 
