@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import attn
@@ -42,6 +41,8 @@ from attn.traces.atomic import write_json
 from attn.traces.trace import TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from attn.profiling.config import ProfileConfig
 
 CHECKOUT = Path(attn.__file__).resolve().parents[1]  # where examples/ is, in a checkout
@@ -89,6 +90,8 @@ def config_from(args: argparse.Namespace) -> ProfileConfig:
 
 def progress_bar(console: Console) -> Progress:
     """A bar that shows while work goes on and vanishes after (shown only on a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
     return Progress(*columns, TimeElapsedColumn(), console=console, transient=True)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 REDACTED = "<redacted>"
-CHUNK = 20_000  # events scrubbed and written at a time
+CHUNK = 5_000  # events scrubbed and written at a time: a megabyte or two of JSON, three copies
 # Dropped wherever they appear: host names, and addresses such as distributedInfo.master_addr.
 HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename", "master_addr", "addr", "ip"}
 # An absolute path inside any string: a run of path characters after / (file:// URLs' too), after
@@ -167,7 +167,8 @@ def write_trace(trace: dict, path: Path, scrubber: Scrubber | None = None) -> Pa
         out.write(b'{"traceEvents":[')
         events = trace.get("traceEvents", [])
         for start in range(0, len(events), CHUNK):
-            out.write((b"," if start else b"") + scrubber.events(events[start : start + CHUNK]))
+            out.write(b"," if start else b"")
+            out.write(scrubber.events(events[start : start + CHUNK]))
         out.write(b"]")
         for key, value in head.items():
             out.write(b"," + _dumps(key) + b":" + _dumps(value))
