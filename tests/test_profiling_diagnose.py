@@ -5,6 +5,7 @@ fixture, on hand-made traces for what no run here can make, and on real traces r
 import csv
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ from attn import specs
 from attn.profiling import cli, patterns
 from attn.profiling.diagnose import ADVICE, chapter, diagnose
 from attn.profiling.trace import Trace, load_trace, read_trace
+
+sys.path.insert(0, str(Path(__file__).parent))
+import realtrace_count  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces"
@@ -203,27 +207,32 @@ def test_enable_gqa_is_no_finding(tmp_path):
 
 # --- real traces recorded by others ---------------------------------------------------------------
 
-REAL_CASES = {  # folder -> [(implementation, compiled, where, calls, kernels per call)]
+REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kernels per call)]
     "tracelens-h100-bert-small-sdpa-flash": [
-        ("sdpa_flash", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
     ],
     "tracelens-mi300x-bert-small-sdpa-flash": [
-        ("sdpa_flash", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
     ],
-    "tracelens-h100-timesformer-eager-softmax": [
-        ("eager", False, "nn.Module: TimesformerSelfAttention", 24, 7),
+    "tracelens-h100-timesformer-eager-softmax": [  # temporal calls, then spatial: two kinds
+        ("eager", "forward", False, "nn.Module: TimesformerSelfAttention", 12, 7),
+        ("eager", "forward", False, "nn.Module: TimesformerSelfAttention", 12, 7),
     ],
     "tracelens-h100-qwen1.5-sdpa-flash": [
-        ("sdpa_flash", False, "nn.Module: Qwen2Attention", 24, 1),
-        ("sdpa_flash", False, "kernels whose launch is not in the trace", 10, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: Qwen2Attention", 24, 1),
+        ("sdpa_flash", "forward", False, "kernels whose launch is not in the trace", 10, 1),
     ],
     "tracelens-mi300x-sglang-decode-graph": [
-        ("paged", False, "a graph replay (hipGraphLaunch)", 36, 2),
+        ("paged", "forward", False, "a graph replay (hipGraphLaunch)", 36, 2),
     ],
-    "tracelens-mi300-vllm-decode-graph": [
-        ("paged", False, "a graph replay (hipGraphLaunch)", 24, 1.5),
+    "tracelens-mi300-vllm-decode-graph": [  # no shapes: told apart by their kernels
+        ("paged", "forward", False, "a graph replay (hipGraphLaunch)", 12, 1),
+        ("paged", "forward", False, "a graph replay (hipGraphLaunch)", 12, 2),
     ],
-    "tracelens-mi300x-compiled-sdpa": [("sdpa_flash", True, "top level", 1, 1)],
+    "tracelens-mi300x-compiled-sdpa": [("sdpa_flash", "forward", True, "top level", 1, 1)],
+    "switchtransformers-a100-eager-mqa-fp32": [
+        ("eager", "forward", False, "nn.Module: MultiQueryAttention", 10, 12),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -238,12 +247,92 @@ def test_every_real_trace_has_a_case():
 def test_real_traces(folder):
     result = diagnose(Trace(real(folder)))
     seen = [
-        (r["implementation"], r["compiled"], r["where"], r["calls"], r["kernels_per_call"])
+        (r["implementation"], r["pass"], r["compiled"], r["where"], r["calls"],
+         r["kernels_per_call"])
         for r in result["attention"]
-    ]
+    ]  # fmt: skip
     assert seen == REAL_CASES[folder]
     if not seen:  # no attention: nothing to find, nothing left unchecked
         assert result["findings"] == result["not_checked"] == []
+
+
+def raw(folder: str) -> dict:
+    (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return realtrace_count.load(path)
+
+
+INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, kernels, us per call)}
+    "tracelens-h100-bert-small-sdpa-flash": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-mi300x-bert-small-sdpa-flash": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-h100-qwen1.5-sdpa-flash": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-mi300x-compiled-sdpa": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-h100-timesformer-eager-softmax": lambda t: realtrace_count.eager_calls(
+        t, "nn.Module: TimesformerSelfAttention"
+    ),
+    "switchtransformers-a100-eager-mqa-fp32": lambda t: realtrace_count.eager_calls(
+        t, "nn.Module: MultiQueryAttention"
+    ),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(INDEPENDENT))
+def test_each_kind_of_call_equals_an_independent_count(folder):
+    """Calls, kernels per call and device time per call of each kind (by input shapes) equal a
+    count written straight from the raw JSON (tests/realtrace_count.py), which shares no code."""
+    result = diagnose(Trace(real(folder)))
+    ours = {
+        r["shapes"]: (r["calls"], r["kernels_per_call"], r["device_time_us_per_call"])
+        for r in result["attention"]
+        if r["shapes"] is not None
+    }
+    theirs = INDEPENDENT[folder](raw(folder))
+    assert ours.keys() == theirs.keys()
+    for shapes, (calls, kernels, us) in theirs.items():
+        assert ours[shapes][:2] == (calls, kernels), shapes
+        assert ours[shapes][2] == pytest.approx(us), shapes
+
+
+GRAPH_KERNELS = {  # folder -> {kernels per call: the kernels of that kind, by name}
+    "tracelens-mi300-vllm-decode-graph": {
+        1: r"^kernel_unified_attention_2d$",
+        2: r"^kernel_unified_attention_3d$|^reduce_segments$",
+    },
+    "tracelens-mi300x-sglang-decode-graph": {2: r"paged_attention_ll4mi_(QKV|reduce)"},
+}
+
+
+@pytest.mark.parametrize("folder", sorted(GRAPH_KERNELS))
+def test_graph_replays_split_by_their_kernels_equal_a_count_by_name(folder):
+    """Without shapes, a graph's calls are told apart by which kernels ran: each kind's kernels
+    and their time equal those counted by name in the raw JSON."""
+    result = diagnose(Trace(real(folder)))
+    for r in result["attention"]:
+        count, us = realtrace_count.kernels_named(
+            raw(folder), GRAPH_KERNELS[folder][r["kernels_per_call"]]
+        )
+        assert r["calls"] * r["kernels_per_call"] == count
+        assert r["calls"] * r["device_time_us_per_call"] == pytest.approx(us)
+
+
+def test_two_kinds_of_call_each_with_its_share():
+    """TimeSformer's temporal and spatial calls, told apart by shapes, are as far apart in time as
+    a reader sees: the spatial calls take over 10x the temporal ones, and most of the trace."""
+    result = diagnose(Trace(real("tracelens-h100-timesformer-eager-softmax")))
+    temporal, spatial = result["attention"]
+    assert spatial["device_time_us_per_call"] > 10 * temporal["device_time_us_per_call"]
+    assert spatial["share_of_device_time"] > 0.5
+    total = sum(r["share_of_device_time"] for r in result["attention"])
+    assert result["attention_share_of_device_time"] == pytest.approx(total)
+    device = realtrace_count.kernels_named(raw("tracelens-h100-timesformer-eager-softmax"), "")
+    assert result["trace"]["device_time_us"] >= device[1]  # kernels, memcpy and memset
 
 
 def test_timesformer_is_eager_and_every_finding_is_checked():
@@ -281,11 +370,13 @@ def test_calls_and_kernel_time_match_tracelens(folder):
     the ops it matched, and for graph replays from the graph's capture)."""
     theirs = oracle(folder)
     result = diagnose(Trace(real(folder)))
-    ours = result["attention"][0]  # the calls made by the ops (or the one graph)
+    where = result["attention"][0]["where"]  # the calls made by the ops (or the one graph)
+    ours = [r for r in result["attention"] if r["where"] == where]
     calls = sum(int(r["name_count"]) for r in theirs)
     kernel_us = sum(float(r["Kernel Time (µs)_sum"]) for r in theirs)
-    assert ours["calls"] == calls
-    assert ours["calls"] * ours["device_time_us_per_call"] == pytest.approx(kernel_us, rel=1e-3)
+    assert sum(r["calls"] for r in ours) == calls
+    ours_us = sum(r["calls"] * r["device_time_us_per_call"] for r in ours)
+    assert ours_us == pytest.approx(kernel_us, rel=1e-3)
 
 
 # --- the command line -----------------------------------------------------------------------------
@@ -342,4 +433,6 @@ def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
     trace["traceEvents"] = [e for e in trace["traceEvents"] if "softmax" not in e.get("name", "")]
     (tmp_path / "trace.json").write_text(json.dumps(trace))
     assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
-    assert capsys.readouterr().out.strip() == "No attention found in this trace."
+    first, *lint = capsys.readouterr().out.strip().splitlines()
+    assert first == "No attention found in this trace."
+    assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
