@@ -185,3 +185,21 @@ def kernels_named(trace, pattern):
     """Kernels whose names match the regex ``pattern``: (how many, their summed duration)."""
     found = [e for e in _x(trace) if e.get("cat") in KERNEL_CATS and re.search(pattern, e["name"])]
     return len(found), sum(float(e.get("dur", 0)) for e in found)
+
+
+def ops_named(trace, op_name, first_dims=None):
+    """CPU ops named ``op_name`` (whose first input has ``first_dims``, if given): (how many, the
+    summed duration of the device work launched inside them)."""
+    events = _x(trace)
+    found = [
+        e
+        for e in events
+        if e.get("name") == op_name
+        and e.get("cat") == "cpu_op"
+        and (first_dims is None or (e.get("args") or {}).get("Input Dims", [None])[0] == first_dims)
+    ]
+    device = []
+    for op in found:
+        t0, t1 = float(op["ts"]), float(op["ts"]) + float(op.get("dur", 0))
+        device += _device_of(events, _on_thread_within(events, op, t0, t1))
+    return len(found), sum(float(d.get("dur", 0)) for d in device)

@@ -17,6 +17,7 @@ from attn import specs
 from attn.profiling import cli, patterns
 from attn.profiling.diagnose import ADVICE, chapter, diagnose
 from attn.profiling.trace import Trace, load_trace, read_trace
+from attn.profiling.units import time_text
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402
@@ -436,3 +437,253 @@ def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
     first, *lint = capsys.readouterr().out.strip().splitlines()
     assert first == "No attention found in this trace."
     assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
+
+
+# --- backward rows: our training runs, and a hand-made GPU backward --------------------------------
+
+TRAINING = {  # variant -> (implementation, the autograd node its attention's backward runs)
+    "train_naive": ("eager", "SoftmaxBackward0"),
+    "train_inplace": ("eager", "SoftmaxBackward0"),
+    "train_sdpa_math": ("sdpa_math", "SafeSoftmaxBackward0"),
+    "train_sdpa_flash": ("sdpa_flash", "ScaledDotProductFlashAttentionForCpuBackward0"),
+    "train_custom_cpu": (
+        "custom",
+        "GeneratedBackwardFor_attn_flash_attention_forward_defaultBackward",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(TRAINING))
+def test_a_training_step_has_a_backward_row_per_call(variant):
+    """Three steps: three forwards in attn_fwd and their three backwards, linked by autograd's
+    sequence numbers; the raw JSON holds as many of the attention's backward nodes."""
+    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    if not path.is_file():
+        pytest.skip(f"no committed trace of {variant} on this checkout")
+    implementation, node = TRAINING[variant]
+    result = diagnose(read_trace(path))
+    forward, backward = result["attention"]
+    assert (forward["implementation"], forward["pass"], forward["calls"]) == (
+        implementation, "forward", 3,
+    )  # fmt: skip
+    assert (backward["implementation"], backward["pass"], backward["calls"]) == (
+        implementation, "backward", 3,
+    )  # fmt: skip
+    assert backward["linked_to_forward"] == 3
+    assert realtrace_count.backward_nodes(realtrace_count.load(path), node) == 3
+    ratio = backward["backward_forward_ratio"]
+    assert ratio["of"] == "CPU time" and 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
+
+
+def with_backward(args: dict) -> dict:
+    """sdpa_on_gpu's math call, its op numbered 5, and its backward on autograd's own thread: the
+    node numbered 5 launches two kernels."""
+    trace = sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args | {"Sequence number": 5})
+    bwd = {"ph": "X", "pid": 1, "tid": 2}
+    trace["traceEvents"] += [
+        {**bwd, "cat": "cpu_op", "name": "autograd::engine::evaluate_function: SafeSoftmaxBackward0",
+         "ts": 200, "dur": 40, "args": {"Sequence number": 5, "Fwd thread id": 1}},
+        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 205, "dur": 2,
+         "args": {"correlation": 8}},
+        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 210, "dur": 2,
+         "args": {"correlation": 9}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "softmax_backward_kernel",
+         "ts": 220, "dur": 45, "args": {"correlation": 8}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "ampere_sgemm_128x64_nt",
+         "ts": 270, "dur": 15, "args": {"correlation": 9}},
+    ]  # fmt: skip
+    return trace
+
+
+def test_a_math_backward_on_a_gpu_is_linked_and_found():
+    result = diagnose(Trace(with_backward(FP32)))
+    forward, backward = result["attention"]
+    assert (backward["implementation"], backward["pass"], backward["kernels_per_call"]) == (
+        "sdpa_math", "backward", 2,
+    )  # fmt: skip
+    assert backward["backward_forward_ratio"]["median"] == pytest.approx((45 + 15) / 30)
+    assert kinds(result)["math_backward"] == 1
+    (math,) = [f for f in result["findings"] if f["kind"] == "math_backward"]
+    assert "float inputs" in math["detail"] and math["chapter"] == "training.md"
+
+
+def test_without_sequence_numbers_a_backward_is_not_linked():
+    trace = with_backward(FP32)
+    for e in trace["traceEvents"]:
+        (e.get("args") or {}).pop("Sequence number", None)
+    result = diagnose(Trace(trace))
+    assert [r["pass"] for r in result["attention"]] == ["forward"]  # its kernels say nothing
+
+
+# --- found by structure: ops the table does not know, kernels tied to their op, layout work ---------
+
+
+def structure_trace() -> dict:
+    """A vendor's quantised attention as an autograd Function (its quantise and attention kernels,
+    no name in the table); a kernel named as attention launched on another thread under an op
+    whose name says nothing; FlashAttention-3's backward kernels launched outside any op; an Inductor pointwise
+    kernel named after SDPA."""
+    t1, t2 = {"ph": "X", "pid": 1, "tid": 1}, {"ph": "X", "pid": 1, "tid": 2}
+    dev = {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel"}
+
+    def launch(thread, ts, corr):
+        return {**thread, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 1,
+                "args": {"correlation": corr}}  # fmt: skip
+
+    return {
+        "traceEvents": [
+            {**t1, "cat": "cpu_op", "name": "QuantizedAttnFunction", "ts": 10, "dur": 20},
+            launch(t1, 12, 1),
+            launch(t1, 14, 2),
+            {**t2, "cat": "cpu_op", "name": "te_ops::fused_fwd", "ts": 40, "dur": 20},
+            launch(t2, 45, 3),
+            launch(t1, 70, 4),
+            launch(t1, 72, 5),
+            launch(t1, 74, 6),
+            launch(t1, 80, 7),
+            {**dev, "name": "quantize_per_token_kernel", "ts": 100, "dur": 5,
+             "args": {"correlation": 1}},
+            {**dev, "name": "ck_tile::kernel<FmhaFwdFp8>", "ts": 106, "dur": 50,
+             "args": {"correlation": 2}},
+            {**dev, "name": "void te::fmha_fwd_kernel<bf16>(Params)", "ts": 160, "dur": 30,
+             "args": {"correlation": 3}},
+            {**dev, "name": "void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<128>>()",
+             "ts": 200, "dur": 4, "args": {"correlation": 4}},
+            {**dev, "name": "void cutlass::device_kernel<flash::FlashAttnBwdSm90<128>>()",
+             "ts": 205, "dur": 80, "args": {"correlation": 5}},
+            {**dev, "name": "void cutlass::device_kernel<flash::FlashAttnBwdPostprocessConvertdQ>()",
+             "ts": 290, "dur": 6, "args": {"correlation": 6}},
+            {**dev, "name": "triton_poi_fused__scaled_dot_product_flash_attention_cat_0",
+             "ts": 300, "dur": 9, "args": {"correlation": 7}},
+        ]
+    }  # fmt: skip
+
+
+def test_attention_is_found_by_structure_and_each_pass_apart():
+    result = diagnose(Trace(structure_trace()))
+    seen = [
+        (r["implementation"], r["pass"], r["where"], r["calls"], r["kernels_per_call"])
+        for r in result["attention"]
+    ]
+    assert seen == [
+        ("custom", "forward", "top level", 1, 2),  # the op, with its quantise kernel
+        ("unknown", "forward", "te_ops::fused_fwd", 1, 1),  # its op, found through correlation
+        ("custom", "backward", "top level", 1, 3),  # FA3's backward: preprocess starts the call
+    ]
+    assert result["layout_kernels"] == {"kernels": 1, "device_time_us": 9.0}
+    assert all("no CPU op" not in g["why"] for g in result["not_checked"])
+    share = (5 + 50 + 30 + 4 + 80 + 6) / (5 + 50 + 30 + 4 + 80 + 6 + 9)
+    assert result["attention_share_of_device_time"] == pytest.approx(share)
+
+
+def test_kernels_only_are_split_where_their_time_jumps():
+    """No CPU ops and no shapes: four flash calls, two at about 10 µs and two at about 100 µs, are
+    two kinds of call; calls within the gap stay one kind."""
+    dev = {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel"}
+    name = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >"
+    durs = [10, 104, 11, 100]
+    trace = {"traceEvents": [{**dev, "name": name, "ts": 200 * i, "dur": d} for i, d in
+                             enumerate(durs)]}  # fmt: skip
+    rows = diagnose(Trace(trace))["attention"]
+    assert [(r["calls"], r["device_time_us_range"]) for r in rows] == [
+        (2, [10.0, 11.0]),
+        (2, [100.0, 104.0]),
+    ]
+
+
+# --- findings on copies and masks -----------------------------------------------------------------
+
+
+def test_q_k_v_made_contiguous_before_sdpa_are_copies(tmp_path):
+    def attention(q, k, v):
+        q, k, v = (
+            x.transpose(1, 2).contiguous() for x in (q, k, v)
+        )  # [b, s, h, d] -> [b, h, s, d]
+        return F.scaled_dot_product_attention(q, k, v)
+
+    def views(q, k, v):
+        return F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)))
+
+    q = k = v = torch.randn(1, 32, 4, 16)
+    for fn, found in ((attention, {"qkv_copies": 3}), (views, {})):
+        with profile(record_shapes=True) as prof, torch.no_grad(), record_function("attn_fwd"):
+            fn(q, k, v)
+        prof.export_chrome_trace(str(tmp_path / "trace.json"))
+        assert kinds(diagnose(read_trace(tmp_path / "trace.json"))) == found
+
+
+def test_the_a100_multi_query_trace_and_its_findings_equal_a_count_of_the_raw_json():
+    """Ten MultiQueryAttention calls: each masks out of place (an aten::clone, a Memcpy DtoD),
+    builds its causal mask (aten::tril), and broadcasts K and V over eight heads in its two
+    matmuls, which copy them."""
+    folder = "switchtransformers-a100-eager-mqa-fp32"
+    result = diagnose(Trace(real(folder)))
+    events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
+    names = [e["name"] for e in events]
+    broadcast = [
+        e for e in events if e["name"] == "aten::matmul"
+        and [d[1] for d in e["args"]["Input Dims"]] in ([8, 1], [1, 8])
+    ]  # fmt: skip
+    assert kinds(result) == {
+        "out_of_place_masked_fill": names.count("aten::masked_fill"),
+        "eager_attention": 10,
+        "repeat_kv": len(broadcast),
+        "mask_per_call": names.count("aten::tril"),
+        "fp32_attention_on_gpu": 10,
+    }
+    assert len(broadcast) == 20 and names.count("aten::masked_fill") == 10
+    copies = [e for e in events if e["name"].startswith("Memcpy DtoD")]
+    assert len(copies) == 10  # one per masked_fill's clone
+
+
+# --- trace lint, and a folder given as the trace ----------------------------------------------------
+
+
+def test_lint_says_what_in_the_trace_misleads():
+    cpu = {"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op"}
+    overlapping = {
+        "traceEvents": [
+            {**cpu, "name": "aten::a", "ts": 0, "dur": 10},
+            {**cpu, "name": "aten::b", "ts": 5, "dur": 10},  # starts in a, ends after it
+            {**cpu, "name": "aten::c", "ts": 6, "dur": 2},  # nests in a and in b
+        ]
+    }
+    (line, *rest) = diagnose(Trace(overlapping))["lint"]
+    assert line.startswith("1 complete event(s) overlap") and "Perfetto" in line
+    assert any("no device activity" in r for r in rest) and any(
+        "no input shapes" in r for r in rest
+    )
+    graph = diagnose(Trace(real("tracelens-mi300x-sglang-decode-graph")))["lint"]
+    launches = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
+                if e.get("name") == "hipGraphLaunch"]  # fmt: skip
+    ids = {e["args"]["correlation"] for e in launches}
+    replayed = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
+                if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in ids]  # fmt: skip
+    assert f"{len(replayed)} kernel(s) were replayed from {len(launches)} CUDA/HIP graph" in (
+        " ".join(graph)
+    )
+    clean = diagnose(Trace(real("tracelens-mi300x-compiled-sdpa")))["lint"]
+    assert clean == []
+
+
+def test_a_folder_given_as_the_trace_gets_one_line(tmp_path, capsys):
+    assert cli.main(["diagnose", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "directory" in err.lower()
+
+
+def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_raw_json():
+    """Qwen2's attention makes q, k and v contiguous before every SDPA call on CUDA: three copies
+    per call, whose device time the finding sets beside the flash kernel's."""
+    folder = "tracelens-h100-qwen1.5-sdpa-flash"
+    result = diagnose(Trace(real(folder)))
+    (found,) = result["findings"]
+    count, copies_us = realtrace_count.ops_named(raw(folder), "aten::contiguous", [16, 16, 559, 64])
+    calls, _, attention_us = realtrace_count.op_calls(
+        raw(folder), "aten::_scaled_dot_product_flash_attention"
+    ).popitem()[1]
+    assert (found["kind"], found["count"]) == ("qkv_copies", count) and count == 3 * calls
+    assert found["detail"] == (
+        f"the copies take {time_text(copies_us / calls)} per call on the device, the attention "
+        f"{time_text(attention_us)}"
+    )

@@ -351,7 +351,7 @@ def _broadcast_heads(dims: list) -> bool:
     return a != b and 1 in (a, b)
 
 
-def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, None]:
+def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """repeat_interleave or repeat, or an expand made contiguous by a copying reshape, before a
     call in its scope; or, in eager attention, a product that broadcasts K or V over the heads
     and copies them to do it."""
@@ -373,10 +373,30 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, None]:
                 and _broadcast_heads(trace.args[r].get("Input Dims") or [])
                 and _copies(trace, r)
             }
-    return len(found), None
+    return len(found), _copy_detail(trace, found, calls)
 
 
-def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, None]:
+def _copy_detail(trace: Trace, found: set[int], calls: list[Call]) -> str | None:
+    """What the copies cost on the device beside the attention they feed, per call."""
+    if not found or not trace.has_device_activity:
+        return None
+    runtime: set[int] = set()
+    for r in found:
+        inner = _inside(trace, r, trace.ts[r], trace.end[r])
+        copies = [x for x in inner.tolist() if trace.name[x] == "aten::copy_"] or [r]
+        for x in copies:
+            rows = _inside(trace, x, trace.ts[x], trace.end[x])
+            runtime |= set(rows[trace.is_runtime[rows]].tolist())
+    device = trace.launched_by(np.array(sorted(runtime), dtype=np.int64))
+    copies_us = float(trace.dur[device].sum()) / len(calls)
+    attention_us = sum(_device_us(trace, c) for c in calls) / len(calls)
+    return (
+        f"the copies take {time_text(copies_us)} per call on the device, the attention "
+        f"{time_text(attention_us)}"
+    )
+
+
+def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """A .contiguous() (or clone) that copies, among the ops just before a fused call in its
     scope: SDPA takes strided q, k and v as they are."""
     found = set()
@@ -393,7 +413,7 @@ def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, None]:
             )  # a clone under a reshape is repeat_kv's (an expand made contiguous)
             and _copies(trace, r)
         }
-    return len(found), None
+    return len(found), _copy_detail(trace, found, calls)
 
 
 def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, None]:
