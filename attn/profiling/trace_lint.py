@@ -11,10 +11,11 @@ import numpy as np
 from attn.profiling.trace import EPS_US, KERNEL, Trace
 
 
-def overlapping(trace: Trace) -> int:
-    """Complete events that start inside another on their thread and end after it: Perfetto nests
-    slices on a track, so it drops these. One stack per thread: linear in the events."""
-    found = 0
+def overlapping(trace: Trace) -> tuple[int, str | None]:
+    """Complete events that start inside another on their thread and end after it (Perfetto nests
+    slices on a track, so it drops these), and the first such pair in words. One stack per
+    thread: linear in the events."""
+    found, first = 0, None
     end = trace.end.tolist()
     ts = trace.ts.tolist()
     stacks: dict[int, list[int]] = {}
@@ -24,9 +25,10 @@ def overlapping(trace: Trace) -> int:
             stack.pop()
         if stack and end[i] > end[stack[-1]] + EPS_US:
             found += 1
+            first = first or f"{trace.name[i][:60]} starts inside {trace.name[stack[-1]][:60]}"
             continue  # not pushed: the next event is judged against the one it overlapped
         stack.append(i)
-    return found
+    return found, first
 
 
 def graph_replays(trace: Trace) -> tuple[int, int]:
@@ -40,10 +42,11 @@ def graph_replays(trace: Trace) -> tuple[int, int]:
 def lint(trace: Trace) -> list[str]:
     """One line per way the trace misleads: what it is, and what it costs a reader."""
     lines = []
-    if n := overlapping(trace):
+    n, first = overlapping(trace)
+    if n:
         lines.append(
-            f"{n} complete event(s) overlap another on their thread without nesting in it: "
-            "Perfetto drops them from its tracks"
+            f"{n} complete event(s) overlap another on their thread without nesting in it "
+            f"(first: {first}); Perfetto drops them from its tracks"
         )
     launches, kernels = graph_replays(trace)
     if launches:
