@@ -234,6 +234,12 @@ REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kern
     "switchtransformers-a100-eager-mqa-fp32": [
         ("eager", "forward", False, "nn.Module: MultiQueryAttention", 10, 12),
     ],
+    "tracelens-mi300x-flux-sage-graph": [  # text encoders eager, the transformer a graph
+        ("sdpa_flash", "forward", False, "nn.Module: CLIPAttention", 12, 2),
+        ("eager", "forward", False, "nn.Module: T5Attention", 24, 166 / 24),
+        ("sdpa_flash", "forward", False, "nn.Module: Attention", 1, 1),
+        ("quantised", "forward", False, "a graph replay (hipGraphLaunch)", 228, 2),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -281,6 +287,10 @@ INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, ker
     "switchtransformers-a100-eager-mqa-fp32": lambda t: realtrace_count.eager_calls(
         t, "nn.Module: MultiQueryAttention"
     ),
+    "tracelens-mi300x-flux-sage-graph": lambda t: (
+        realtrace_count.op_calls(t, "aten::_scaled_dot_product_flash_attention")
+        | realtrace_count.eager_calls(t, "nn.Module: T5Attention")
+    ),
 }
 
 
@@ -307,6 +317,7 @@ GRAPH_KERNELS = {  # folder -> {kernels per call: the kernels of that kind, by n
         2: r"^kernel_unified_attention_3d$|^reduce_segments$",
     },
     "tracelens-mi300x-sglang-decode-graph": {2: r"paged_attention_ll4mi_(QKV|reduce)"},
+    "tracelens-mi300x-flux-sage-graph": {2: r"^sage_(quant_kernel|fwd)$"},
 }
 
 
@@ -315,7 +326,7 @@ def test_graph_replays_split_by_their_kernels_equal_a_count_by_name(folder):
     """Without shapes, a graph's calls are told apart by which kernels ran: each kind's kernels
     and their time equal those counted by name in the raw JSON."""
     result = diagnose(Trace(real(folder)))
-    for r in result["attention"]:
+    for r in (r for r in result["attention"] if r["where"].startswith("a graph replay")):
         count, us = realtrace_count.kernels_named(
             raw(folder), GRAPH_KERNELS[folder][r["kernels_per_call"]]
         )
@@ -378,6 +389,20 @@ def test_calls_and_kernel_time_match_tracelens(folder):
     assert sum(r["calls"] for r in ours) == calls
     ours_us = sum(r["calls"] * r["device_time_us_per_call"] for r in ours)
     assert ours_us == pytest.approx(kernel_us, rel=1e-3)
+
+
+def test_a_quantised_attention_in_a_graph_equals_tracelens_from_the_capture():
+    """SageAttention's kernels, whose names say nothing of attention, replayed from a graph: calls
+    and kernel time equal TraceLens's ops summary, which attributes them from the graph's capture."""
+    folder = "tracelens-mi300x-flux-sage-graph"
+    (path,) = (REAL / folder).glob("tracelens_*.csv")
+    theirs = list(csv.DictReader(path.open(encoding="utf-8")))
+    (ours,) = [
+        r for r in diagnose(Trace(real(folder)))["attention"] if r["implementation"] == "quantised"
+    ]
+    assert {int(r["Count"]) for r in theirs} == {ours["calls"]}  # one of each kernel per call
+    kernel_us = sum(float(r["total_direct_kernel_time_sum"]) for r in theirs)
+    assert ours["calls"] * ours["device_time_us_per_call"] == pytest.approx(kernel_us, rel=1e-3)
 
 
 # --- the command line -----------------------------------------------------------------------------

@@ -31,6 +31,8 @@ NAMES = [  # (name as a trace spells it, the implementation it says, or None: no
     ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128", "paged"),
     ("vllm::unified_attention_with_output", "paged"),
     ("sglang_profiler::attention_paged_attention_ragged_100", "paged"),
+    ("sage_quant_kernel", "quantised"),  # SageAttention (aiter): no attention word in its names
+    ("sage_fwd", "quantised"),
     # Names that mention attention without being attention.
     ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", None),
     ("triton_tem_fused_mm_0", None),  # a max-autotune GEMM template: no row at all

@@ -107,6 +107,9 @@ ROWS: tuple[Row, ...] = (
     Row(r"^fmhaSm\d+\w*PagedKv", "paged", "TensorRT-LLM's paged attention (through FlashInfer)"),
     Row(r"PagedKVCache", "paged", "a paged-KV attention kernel (AMD's composable kernel)"),
     Row(r"^(vllm|sglang\w*)::\w*attention", "paged", "a serving engine's attention op"),
+    # Quantised attention: SageAttention (AMD's aiter, Triton) quantises Q and K, then attends.
+    Row(r"^sage_quant", "quantised", "SageAttention's quantise, which starts a call"),
+    Row(r"^sage_fwd", "quantised", "SageAttention's quantised attention", helper=True),
     # FlashAttention's own package, and anyone else's attention op.
     Row(r"^(void )?flash::flash_fwd_splitkv_combine", "custom", "the flash-attn package, split-KV combine", helper=True),
     Row(r"^(void )?flash::|FlashAttnFwdSm\d+", "custom", "the flash-attn package's kernels"),
