@@ -554,22 +554,21 @@ def _gaps(calls: list[Call], times: dict[int, float]) -> list[list[Call]]:
 
 
 def kinds_of_call(trace: Trace, calls: list[Call]) -> list[tuple[str | None, list[Call]]]:
-    """One group's calls, split into kinds: by recorded input shapes, else by which kernels ran
-    and a clear gap in their device time. Each kind with its shapes (None: not recorded)."""
-    by_shape: dict[str | None, list[Call]] = {}
+    """One group's calls, split into kinds: by recorded input shapes and which kernels ran; where
+    shapes were not recorded, also at a clear gap in device time. Each kind with its shapes (None:
+    not recorded)."""
+    kinds: dict[tuple, list[Call]] = {}
     for c in calls:
-        by_shape.setdefault(_shapes(trace, c), []).append(c)
-    if None not in by_shape:
-        return list(by_shape.items())
-    kinds = [(k, v) for k, v in by_shape.items() if k is not None]
-    by_kernels: dict[tuple, list[Call]] = {}
-    for c in by_shape[None]:
         names = tuple(dict.fromkeys(trace.name[d] for d in c.device_rows))
-        by_kernels.setdefault(names, []).append(c)
+        kinds.setdefault((_shapes(trace, c), names), []).append(c)
     if not trace.has_device_activity:
-        return kinds + [(None, group) for group in by_kernels.values()]
-    times = {id(c): _device_us(trace, c) for c in by_shape[None]}
-    return kinds + [(None, k) for group in by_kernels.values() for k in _gaps(group, times)]
+        return [(shapes, group) for (shapes, _), group in kinds.items()]
+    times = {id(c): _device_us(trace, c) for c in calls}
+    return [
+        (shapes, kind)
+        for (shapes, _), group in kinds.items()
+        for kind in (_gaps(group, times) if shapes is None else [group])
+    ]
 
 
 def _ratio(trace: Trace, calls: list[Call]) -> dict | None:
