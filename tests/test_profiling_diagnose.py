@@ -241,6 +241,10 @@ REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kern
         ("sdpa_flash", "forward", False, "nn.Module: Attention", 1, 1),
         ("quantised", "forward", False, "a graph replay (hipGraphLaunch)", 228, 2),
     ],
+    "tracelens-b200-vllm-gptoss-fp8-paged": [  # one shape, two kernels: sliding window, causal
+        ("paged", "forward", False, "nn.Module: Attention", 18, 2),
+        ("paged", "forward", False, "nn.Module: Attention", 18, 2),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -287,6 +291,9 @@ INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, ker
     ),
     "switchtransformers-a100-eager-mqa-fp32": lambda t: realtrace_count.eager_calls(
         t, "nn.Module: MultiQueryAttention"
+    ),
+    "tracelens-b200-vllm-gptoss-fp8-paged": lambda t: realtrace_count.op_calls(
+        t, "vllm::unified_attention_with_output"
     ),
     "tracelens-mi300x-flux-sage-graph": lambda t: (
         realtrace_count.op_calls(t, "aten::_scaled_dot_product_flash_attention")
@@ -409,6 +416,21 @@ def test_a_quantised_attention_in_a_graph_equals_tracelens_from_the_capture():
     assert {int(r["Count"]) for r in theirs} == {ours["calls"]}  # one of each kernel per call
     kernel_us = sum(float(r["total_direct_kernel_time_sum"]) for r in theirs)
     assert ours["calls"] * ours["device_time_us_per_call"] == pytest.approx(kernel_us, rel=1e-3)
+
+
+def test_one_shape_two_kernels_is_two_kinds_of_call():
+    """GPT-OSS alternates sliding-window and full layers: the same shapes, each kind its own
+    kernel, as many of each as the raw JSON holds."""
+    folder = "tracelens-b200-vllm-gptoss-fp8-paged"
+    rows = diagnose(Trace(real(folder)))["attention"]
+    for r in rows:
+        (fmha,) = [k for k in r["kernels"] if k.startswith("fmhaSm100a")]
+        count, us = realtrace_count.kernels_named(raw(folder), f"^{re.escape(fmha)}$")
+        assert r["calls"] == count
+    assert {"Sliding" in k for r in rows for k in r["kernels"] if k.startswith("fmha")} == {
+        True,
+        False,
+    }
 
 
 # --- the command line -----------------------------------------------------------------------------
