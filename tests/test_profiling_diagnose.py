@@ -740,3 +740,16 @@ def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_
         f"the copies take {time_text(copies_us / calls)} per call on the device, the attention "
         f"{time_text(attention_us)}"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"Input Dims": 3.5, "Input type": 7, "Sequence number": "x"},
+        {"Input Dims": [[1, 8, 128, 64], 5, "q"], "Input type": ["float", None, 2]},
+        {"Input Dims": [[1, 8, 128, None]] * 3, "Input type": "float"},
+    ],
+)
+def test_odd_recorded_inputs_are_read_as_no_shape_not_a_crash(args):
+    result = diagnose(Trace(with_backward(args)))
+    assert implementations(result)[0] == "sdpa_math"

@@ -342,6 +342,21 @@ def _eager(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     return sum(c.implementation == "eager" for c in calls), None
 
 
+def _dims(args: dict) -> list[list[int]]:
+    """The recorded input shapes, each a list of whole numbers ([] for an input that is not a
+    tensor, or a shape the trace spells otherwise): odd args are read as no shape, not a crash."""
+    found = args.get("Input Dims")
+    if not isinstance(found, list):
+        return []
+    ok = lambda d: isinstance(d, list) and all(type(x) is int for x in d)  # noqa: E731
+    return [d if ok(d) else [] for d in found]
+
+
+def _types(args: dict) -> list[str | None]:
+    found = args.get("Input type")
+    return [t if isinstance(t, str) else None for t in found] if isinstance(found, list) else []
+
+
 def _broadcast_heads(dims: list) -> bool:
     """A product of [.., heads, s, d] by [.., 1, s, d] (or the reverse): matmul expands the one
     head to all of them, and its reshape copies it for every head."""
@@ -370,7 +385,7 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
                 r
                 for r in _inside(trace, c.row, c.start, c.end).tolist()
                 if trace.name[r] == "aten::matmul"
-                and _broadcast_heads(trace.args[r].get("Input Dims") or [])
+                and _broadcast_heads(_dims(trace.args[r]))
                 and _copies(trace, r)
             }
     return len(found), _copy_detail(trace, found, calls)
@@ -432,14 +447,14 @@ def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, None]:
 
 def _refusals(args: dict) -> list[str]:
     """What in SDPA's recorded inputs rules its fused backends out."""
-    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    dims, types = _dims(args), _types(args)
     if len(dims) < 3 or len(types) < 3:
         return []
     found = []
     if types[0] in ("float", "double"):
         found.append(f"{types[0]} inputs (flash and cuDNN take float16 or bfloat16)")
     if len(set(types[:3])) > 1:
-        found.append(f"q, k and v of different dtypes ({', '.join(types[:3])})")
+        found.append(f"q, k and v of different dtypes ({', '.join(map(str, types[:3]))})")
     head_dim = dims[0][-1] if dims[0] else None
     if head_dim and (head_dim > 256 or head_dim % 8):
         found.append(f"head_dim {head_dim} (the fused kernels take multiples of 8 up to 256)")
@@ -470,7 +485,7 @@ def _math_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 
 
 def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
-    types = [(trace.args[c.row].get("Input type") or [None])[0] for c in calls if c.device_rows]
+    types = [(_types(trace.args[c.row]) or [None])[0] for c in calls if c.device_rows]
     if types and all(t is None for t in types):
         return None, NO_SHAPES
     return sum(t == "float" for t in types), None
@@ -532,8 +547,7 @@ def findings(trace: Trace, calls: list[Call]) -> tuple[list[dict], list[dict]]:
 def _shapes(trace: Trace, call: Call) -> str | None:
     """The recorded input shapes of a call's op (a backward: its forward's), as text."""
     op = call.forward.row if call.forward is not None else call.row
-    dims = None if op is None else trace.args[op].get("Input Dims")
-    dims = [d for d in dims or [] if d]
+    dims = [] if op is None else [d for d in _dims(trace.args[op]) if d]
     return " ".join(f"[{','.join(map(str, d))}]" for d in dims) or None
 
 
