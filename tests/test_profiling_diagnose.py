@@ -753,3 +753,21 @@ def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_
 def test_odd_recorded_inputs_are_read_as_no_shape_not_a_crash(args):
     result = diagnose(Trace(with_backward(args)))
     assert implementations(result)[0] == "sdpa_math"
+
+
+@pytest.mark.parametrize("variant", sorted(TRAINING))
+def test_fwdbwd_flows_alone_link_the_same_backward(variant):
+    """Without sequence numbers, the profiler's fwdbwd flows (forward op -> autograd node) tie
+    each backward to its forward: the same rows as through the numbers."""
+    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    if not path.is_file():
+        pytest.skip(f"no committed trace of {variant} on this checkout")
+    raw = load_trace(path)
+    both = diagnose(Trace(raw))["attention"]
+    assert any(e.get("cat") == "fwdbwd" for e in raw["traceEvents"])
+    for e in raw["traceEvents"]:
+        (e.get("args") or {}).pop("Sequence number", None)
+    flows = diagnose(Trace(raw))["attention"]
+    assert [(r["pass"], r["calls"], r.get("linked_to_forward")) for r in flows] == [
+        (r["pass"], r["calls"], r.get("linked_to_forward")) for r in both
+    ]

@@ -213,17 +213,55 @@ def _sequence(args: dict) -> int | None:
     return seq if isinstance(seq, int) and seq >= 0 else None
 
 
+def _flows(trace: Trace) -> list[tuple[int, int]]:
+    """(forward op, backward node) of each fwdbwd flow the trace records: a start at the op, an
+    end at the node, paired by id in time order (ids are reused from step to step)."""
+    flows = [
+        e
+        for e in trace.raw.get("traceEvents", [])
+        if type(e) is dict and e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f")
+    ]
+    started: dict[object, collections.deque] = {}
+    pairs = []
+    for e in sorted(flows, key=lambda e: (_number(e.get("ts")), e["ph"] == "f")):
+        row = trace.row_at(e.get("pid", 0), e.get("tid", 0), _number(e.get("ts")))
+        if e["ph"] == "s":
+            started.setdefault(e.get("id"), collections.deque()).append(row)
+        elif started.get(e.get("id")) and (op := started[e.get("id")].popleft()) is not None:
+            if row is not None:
+                pairs.append((op, row))
+    return pairs
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _node(trace: Trace, row: int) -> int:
+    """The engine's evaluate_function event around an autograd node (the node if there is none)."""
+    wrapper = int(trace.parent[row])
+    return (
+        wrapper if wrapper >= 0 and trace.name[wrapper].startswith(patterns.AUTOGRAD_NODE) else row
+    )
+
+
 def _backward_calls(trace: Trace, forwards: list[Call]) -> list[Call]:
     """Each forward's backward: the autograd nodes that carry the sequence numbers of the forward's
-    ops (a node records its forward op's number), and the device work launched under them."""
+    ops (a node records its forward op's number) or that a fwdbwd flow ties to one of them, and the
+    device work launched under them."""
     owner: dict[int, Call | None] = {}  # sequence number -> its forward; None: two claim it
+    op_owner: dict[int, Call] = {}  # an op inside a forward -> that forward
     for c in forwards:
         if c.row is None or c.pass_ != FORWARD:
             continue
         for r in _inside(trace, c.row, c.start, c.end).tolist():
+            op_owner[r] = c
             if (seq := _sequence(trace.args[r])) is not None:
                 owner[seq] = c if owner.get(seq, c) is c else None
-    nodes: dict[int, list[int]] = {}  # id(forward) -> its outermost autograd nodes
+    nodes: dict[int, dict[int, None]] = {}  # id(forward) -> its autograd nodes, in order
     by_id = {id(c): c for c in forwards}
     for r in np.flatnonzero(trace.rows_where(lambda cat, name: cat == "cpu_op")).tolist():
         name = trace.name[r]
@@ -231,10 +269,13 @@ def _backward_calls(trace: Trace, forwards: list[Call]) -> list[Call]:
             continue
         seq = _sequence(trace.args[r])
         if seq is not None and (c := owner.get(seq)) is not None:
-            nodes.setdefault(id(c), []).append(r)
+            nodes.setdefault(id(c), {})[r] = None
+    for op, node in _flows(trace):
+        if (c := op_owner.get(op)) is not None:
+            nodes.setdefault(id(c), {})[_node(trace, node)] = None
     calls = []
-    for key, rows in nodes.items():
-        forward = by_id[key]
+    for key, found in nodes.items():
+        forward, rows = by_id[key], sorted(found, key=lambda r: trace.ts[r])
         device = sorted(d for r in rows for d in _launched(trace, r, trace.ts[r], trace.end[r]))
         call = Call(forward.implementation, forward.compiled, forward.where, device, rows[0])
         call.start, call.end = float(trace.ts[rows[0]]), float(max(trace.end[rows]))
