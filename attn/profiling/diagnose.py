@@ -582,6 +582,11 @@ def findings(trace: Trace, calls: list[Call]) -> tuple[list[dict], list[dict]]:
         elif count:
             row = {"kind": kind, "count": count, "chapter": chapter(kind), "advice": ADVICE[kind]}
             found.append(row | ({"detail": detail} if detail else {}))
+    lacking = [c for c in calls if c.row is None]
+    if with_cpu and lacking:  # the others were checked; these cannot be
+        why = GRAPH_REPLAY if any(c.graph for c in lacking) else NO_CPU_CALL
+        why = f"for {len(lacking)} of the {len(calls)} calls, {why}"
+        unchecked += [{"kind": kind, "why": why} for kind in CHECKS]
     return found, unchecked
 
 
