@@ -203,3 +203,18 @@ def ops_named(trace, op_name, first_dims=None):
         t0, t1 = float(op["ts"]), float(op["ts"]) + float(op.get("dur", 0))
         device += _device_of(events, _on_thread_within(events, op, t0, t1))
     return len(found), sum(float(d.get("dur", 0)) for d in device)
+
+
+def kernels_without_launch(trace, pattern):
+    """Kernels matching ``pattern`` whose correlation id no runtime call carries: (how many,
+    their summed duration)."""
+    events = _x(trace)
+    launched = {_corr(e) for e in events if e.get("cat") in RUNTIME_CATS}
+    found = [
+        e
+        for e in events
+        if e.get("cat") in KERNEL_CATS
+        and re.search(pattern, e["name"])
+        and _corr(e) not in launched
+    ]
+    return len(found), sum(float(e.get("dur", 0)) for e in found)

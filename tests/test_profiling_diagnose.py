@@ -774,3 +774,16 @@ def test_fwdbwd_flows_alone_link_the_same_backward(variant):
     assert [(r["pass"], r["calls"], r.get("linked_to_forward")) for r in flows] == [
         (r["pass"], r["calls"], r.get("linked_to_forward")) for r in both
     ]
+
+
+def test_kernels_whose_launch_is_missing_equal_a_count_of_the_raw_json():
+    """Qwen's trace holds ten flash kernels whose launch it did not record: one call each."""
+    folder = "tracelens-h100-qwen1.5-sdpa-flash"
+    (row,) = [
+        r
+        for r in diagnose(Trace(real(folder)))["attention"]
+        if r["where"] == "kernels whose launch is not in the trace"
+    ]
+    count, us = realtrace_count.kernels_without_launch(raw(folder), "flash_fwd")
+    assert row["calls"] == count == 10
+    assert row["calls"] * row["device_time_us_per_call"] == pytest.approx(us)
