@@ -7,8 +7,9 @@ CPU ops the table knows or whose names say attention (SDPA's backend ops, servin
 custom ops, generated FlexAttention); the eager pattern, a product, a softmax and a product with
 nothing of the kind between, inside one module or range; and kernels the table knows that no such
 op launched, each tied through its correlation id to the CPU op that launched it, on any thread.
-A forward's backward is the autograd nodes carrying its ops' sequence numbers. Calls are told
-apart by their input shapes where recorded, else by their kernels and a clear gap in device time.
+A forward's backward is the autograd nodes carrying its ops' sequence numbers or tied to them by
+the profiler's fwdbwd flows. Calls are told apart by their input shapes and the kernels they ran,
+and where shapes were not recorded, at a clear gap in device time.
 Findings are counted over the calls found; where the trace lacks what one needs (CPU ops, shapes),
 the report says so instead of guessing, and it says where the trace itself misleads.
 """
@@ -227,8 +228,9 @@ def _flows(trace: Trace) -> list[tuple[int, int]]:
         row = trace.row_at(e.get("pid", 0), e.get("tid", 0), _number(e.get("ts")))
         if e["ph"] == "s":
             started.setdefault(e.get("id"), collections.deque()).append(row)
-        elif started.get(e.get("id")) and (op := started[e.get("id")].popleft()) is not None:
-            if row is not None:
+        elif started.get(e.get("id")):
+            op = started[e.get("id")].popleft()
+            if op is not None and row is not None:
                 pairs.append((op, row))
     return pairs
 
