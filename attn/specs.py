@@ -51,6 +51,7 @@ from attn.profiling.checks import (
     kernel_count,
     kernel_matching,
     kernels_launched_under,
+    kinds_apart,
     launched_with,
     longest_gaps,
     longest_kernel,
@@ -702,6 +703,10 @@ PUBLIC: tuple[PublicTrace, ...] = (
             Claim("most-of-the-step", "cuda",
                 "Eager attention takes most of the step's kernel time.",
                 attention_share(0.5, 1.0)),
+            Claim("two-kinds", "cuda",
+                "diagnose tells two kinds of call apart by their shapes, attention within a frame "
+                "and across frames, and one kind alone takes over half the trace's device time.",
+                kinds_apart("TimesformerSelfAttention", 0.5)),
         ),
     ),
     PublicTrace(

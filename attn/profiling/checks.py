@@ -922,6 +922,25 @@ def each_op_launches(op: str, device: str) -> Check:
     return check
 
 
+def kinds_apart(where: str, most_share: float) -> Check:
+    """diagnose splits the calls in `where` into two or more kinds, and the kind with the most
+    device time takes at least `most_share` of the trace's device time."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        rows = [r for r in ev.diagnosis["attention"] if re.search(where, r["where"])]
+        if not rows or rows[0]["share_of_device_time"] is None:
+            return False, f"no device time for the calls in {where}"
+        top = max(r["share_of_device_time"] for r in rows)
+        seen = "; ".join(
+            f"{r['shapes'] or 'no shapes'}: {r['calls']} call(s), "
+            f"{time_text(r['device_time_us_per_call'])} each, {r['share_of_device_time']:.0%}"
+            for r in rows
+        )
+        return len(rows) >= 2 and top >= most_share, seen
+
+    return check
+
+
 def reported_on_every_call(kind: str) -> Check:
     """diagnose reports the finding `kind` once for every forward call it found."""
 
