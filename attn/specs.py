@@ -704,8 +704,9 @@ PUBLIC: tuple[PublicTrace, ...] = (
                 "Eager attention takes most of the step's kernel time.",
                 attention_share(0.5, 1.0)),
             Claim("two-kinds", "cuda",
-                "diagnose tells two kinds of call apart by their shapes, attention within a frame "
-                "and across frames, and one kind alone takes over half the trace's device time.",
+                "diagnose tells two kinds of call apart by their shapes, one over a long sequence "
+                "and one over a short one, and one kind alone takes over half the trace's device "
+                "time.",
                 kinds_apart("TimesformerSelfAttention", 0.5)),
         ),
     ),
