@@ -3,6 +3,7 @@ fixture, on hand-made traces for what no run here can make, and on real traces r
 (where another tool's own per-op analysis of the same trace is the oracle)."""
 
 import csv
+import functools
 import json
 import re
 import sys
@@ -38,6 +39,12 @@ def implementations(result: dict) -> list[str]:
 def real(folder: str) -> dict:
     (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
     return load_trace(path)
+
+
+@functools.cache
+def traced(folder: str) -> Trace:
+    """A real trace parsed once for all the tests that read it (diagnose changes nothing in it)."""
+    return Trace(real(folder))
 
 
 # --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
@@ -245,6 +252,10 @@ REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kern
         ("paged", "forward", False, "nn.Module: Attention", 18, 2),
         ("paged", "forward", False, "nn.Module: Attention", 18, 2),
     ],
+    "tracelens-h100-owlv2-eager-two-kinds": [  # one module class: image, then text
+        ("eager", "forward", False, "nn.Module: Owlv2Attention", 120, 3),
+        ("eager", "forward", False, "nn.Module: Owlv2Attention", 60, 5),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -257,7 +268,7 @@ def test_every_real_trace_has_a_case():
 
 @pytest.mark.parametrize("folder", sorted(REAL_CASES))
 def test_real_traces(folder):
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     seen = [
         (r["implementation"], r["pass"], r["compiled"], r["where"], r["calls"],
          r["kernels_per_call"])
@@ -268,6 +279,7 @@ def test_real_traces(folder):
         assert result["findings"] == result["not_checked"] == []
 
 
+@functools.cache
 def raw(folder: str) -> dict:
     (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
     return realtrace_count.load(path)
@@ -292,6 +304,9 @@ INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, ker
     "switchtransformers-a100-eager-mqa-fp32": lambda t: realtrace_count.eager_calls(
         t, "nn.Module: MultiQueryAttention"
     ),
+    "tracelens-h100-owlv2-eager-two-kinds": lambda t: realtrace_count.eager_calls(
+        t, "nn.Module: Owlv2Attention"
+    ),
     "tracelens-b200-vllm-gptoss-fp8-paged": lambda t: realtrace_count.op_calls(
         t, "vllm::unified_attention_with_output"
     ),
@@ -307,7 +322,7 @@ def test_each_kind_of_call_equals_an_independent_count(folder):
     """Calls, kernels and device time of each kind of call (its input shapes; kinds that ran other
     kernels summed back) equal a count written straight from the raw JSON
     (tests/realtrace_count.py), which shares no code."""
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     ours: dict[str, list] = {}
     for r in (r for r in result["attention"] if r["shapes"] is not None):
         calls, kernels, us = ours.setdefault(r["shapes"], [0, 0.0, 0.0])
@@ -338,7 +353,7 @@ GRAPH_KERNELS = {  # folder -> {kernels per call: the kernels of that kind, by n
 def test_graph_replays_split_by_their_kernels_equal_a_count_by_name(folder):
     """Without shapes, a graph's calls are told apart by which kernels ran: each kind's kernels
     and their time equal those counted by name in the raw JSON."""
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     for r in (r for r in result["attention"] if r["where"].startswith("a graph replay")):
         count, us = realtrace_count.kernels_named(
             raw(folder), GRAPH_KERNELS[folder][r["kernels_per_call"]]
@@ -350,7 +365,7 @@ def test_graph_replays_split_by_their_kernels_equal_a_count_by_name(folder):
 def test_two_kinds_of_call_each_with_its_share():
     """TimeSformer's temporal and spatial calls, told apart by shapes, are as far apart in time as
     a reader sees: the spatial calls take over 10x the temporal ones, and most of the trace."""
-    result = diagnose(Trace(real("tracelens-h100-timesformer-eager-softmax")))
+    result = diagnose(traced("tracelens-h100-timesformer-eager-softmax"))
     temporal, spatial = result["attention"]
     assert spatial["device_time_us_per_call"] > 10 * temporal["device_time_us_per_call"]
     assert spatial["share_of_device_time"] > 0.5
@@ -361,12 +376,12 @@ def test_two_kinds_of_call_each_with_its_share():
 
 
 def test_timesformer_is_eager_and_every_finding_is_checked():
-    result = diagnose(Trace(real("tracelens-h100-timesformer-eager-softmax")))
+    result = diagnose(traced("tracelens-h100-timesformer-eager-softmax"))
     assert kinds(result) == {"eager_attention": 24} and result["not_checked"] == []
 
 
 def test_a_graph_replay_says_what_it_cannot_check():
-    result = diagnose(Trace(real("tracelens-mi300x-sglang-decode-graph")))
+    result = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))
     assert result["findings"] == []
     assert {g["kind"] for g in result["not_checked"]} == set(ADVICE)
     assert all("graph replay" in g["why"] for g in result["not_checked"])
@@ -394,7 +409,7 @@ def test_calls_and_kernel_time_match_tracelens(folder):
     """Calls and kernel time of the attention equal another tool's, computed its own way (from
     the ops it matched, and for graph replays from the graph's capture)."""
     theirs = oracle(folder)
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     where = result["attention"][0]["where"]  # the calls made by the ops (or the one graph)
     ours = [r for r in result["attention"] if r["where"] == where]
     calls = sum(int(r["name_count"]) for r in theirs)
@@ -411,7 +426,7 @@ def test_a_quantised_attention_in_a_graph_equals_tracelens_from_the_capture():
     (path,) = (REAL / folder).glob("tracelens_*.csv")
     theirs = list(csv.DictReader(path.open(encoding="utf-8")))
     (ours,) = [
-        r for r in diagnose(Trace(real(folder)))["attention"] if r["implementation"] == "quantised"
+        r for r in diagnose(traced(folder))["attention"] if r["implementation"] == "quantised"
     ]
     assert {int(r["Count"]) for r in theirs} == {ours["calls"]}  # one of each kernel per call
     kernel_us = sum(float(r["total_direct_kernel_time_sum"]) for r in theirs)
@@ -422,7 +437,7 @@ def test_one_shape_two_kernels_is_two_kinds_of_call():
     """GPT-OSS alternates sliding-window and full layers: the same shapes, each kind its own
     kernel, as many of each as the raw JSON holds."""
     folder = "tracelens-b200-vllm-gptoss-fp8-paged"
-    rows = diagnose(Trace(real(folder)))["attention"]
+    rows = diagnose(traced(folder))["attention"]
     for r in rows:
         (fmha,) = [k for k in r["kernels"] if k.startswith("fmhaSm100a")]
         count, us = realtrace_count.kernels_named(raw(folder), f"^{re.escape(fmha)}$")
@@ -673,7 +688,7 @@ def test_the_a100_multi_query_trace_and_its_findings_equal_a_count_of_the_raw_js
     builds its causal mask (aten::tril), and broadcasts K and V over eight heads in its two
     matmuls, which copy them."""
     folder = "switchtransformers-a100-eager-mqa-fp32"
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
     names = [e["name"] for e in events]
     broadcast = [
@@ -709,7 +724,7 @@ def test_lint_says_what_in_the_trace_misleads():
     assert any("no device activity" in r for r in rest) and any(
         "no input shapes" in r for r in rest
     )
-    graph = diagnose(Trace(real("tracelens-mi300x-sglang-decode-graph")))["lint"]
+    graph = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))["lint"]
     launches = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
                 if e.get("name") == "hipGraphLaunch"]  # fmt: skip
     ids = {e["args"]["correlation"] for e in launches}
@@ -718,7 +733,7 @@ def test_lint_says_what_in_the_trace_misleads():
     assert f"{len(replayed)} kernel(s) were replayed from {len(launches)} CUDA/HIP graph" in (
         " ".join(graph)
     )
-    clean = diagnose(Trace(real("tracelens-mi300x-compiled-sdpa")))["lint"]
+    clean = diagnose(traced("tracelens-mi300x-compiled-sdpa"))["lint"]
     assert clean == []
 
 
@@ -732,7 +747,7 @@ def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_
     """Qwen2's attention makes q, k and v contiguous before every SDPA call on CUDA: three copies
     per call, whose device time the finding sets beside the flash kernel's."""
     folder = "tracelens-h100-qwen1.5-sdpa-flash"
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     (found,) = result["findings"]
     count, copies_us = realtrace_count.ops_named(raw(folder), "aten::contiguous", [16, 16, 559, 64])
     calls, _, attention_us = realtrace_count.op_calls(
@@ -781,7 +796,7 @@ def test_kernels_whose_launch_is_missing_equal_a_count_of_the_raw_json():
     folder = "tracelens-h100-qwen1.5-sdpa-flash"
     (row,) = [
         r
-        for r in diagnose(Trace(real(folder)))["attention"]
+        for r in diagnose(traced(folder))["attention"]
         if r["where"] == "kernels whose launch is not in the trace"
     ]
     count, us = realtrace_count.kernels_without_launch(raw(folder), "flash_fwd")
