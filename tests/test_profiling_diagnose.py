@@ -802,3 +802,25 @@ def test_kernels_whose_launch_is_missing_equal_a_count_of_the_raw_json():
     count, us = realtrace_count.kernels_without_launch(raw(folder), "flash_fwd")
     assert row["calls"] == count == 10
     assert row["calls"] * row["device_time_us_per_call"] == pytest.approx(us)
+
+
+def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
+    cpu = {"ph": "X", "cat": "cpu_op"}
+    trace = {
+        "traceEvents": [
+            {**cpu, "name": "aten::_scaled_dot_product_flash_attention_for_cpu", "pid": 1,
+             "tid": 1, "ts": 0, "dur": 10},
+            {**cpu, "name": "autograd::engine::evaluate_function: X", "pid": 1, "tid": 2,
+             "ts": 20, "dur": 5},
+            {"ph": "s", "cat": "fwdbwd", "id": [1], "pid": [1], "tid": 1, "ts": 0},
+            {"ph": "f", "cat": "fwdbwd", "id": [1], "pid": 1, "tid": {"a": 1}, "ts": "soon"},
+            {"ph": "s", "cat": "fwdbwd", "id": 2, "pid": 1, "tid": 1, "ts": 0},
+            {"ph": "f", "cat": "fwdbwd", "id": 2, "pid": 1, "tid": 2, "ts": 20.0},
+        ]
+    }  # fmt: skip
+    rows = diagnose(Trace(trace))["attention"]
+    assert [(r["pass"], r.get("linked_to_forward")) for r in rows] == [
+        ("forward", None),
+        ("backward", 1),
+    ]
+    assert rows[1]["backward_forward_ratio"]["median"] == pytest.approx(5 / 10)

@@ -225,11 +225,12 @@ def _flows(trace: Trace) -> list[tuple[int, int]]:
     started: dict[object, collections.deque] = {}
     pairs = []
     for e in sorted(flows, key=lambda e: (_number(e.get("ts")), e["ph"] == "f")):
-        row = trace.row_at(e.get("pid", 0), e.get("tid", 0), _number(e.get("ts")))
+        row = trace.row_at(str(e.get("pid", 0)), str(e.get("tid", 0)), _number(e.get("ts")))
+        key = str(e.get("id"))  # any spelling of an id, hashable
         if e["ph"] == "s":
-            started.setdefault(e.get("id"), collections.deque()).append(row)
-        elif started.get(e.get("id")):
-            op = started[e.get("id")].popleft()
+            started.setdefault(key, collections.deque()).append(row)
+        elif started.get(key):
+            op = started[key].popleft()
             if op is not None and row is not None:
                 pairs.append((op, row))
     return pairs

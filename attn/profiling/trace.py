@@ -304,9 +304,9 @@ class Trace:
         """The host rows of `row`'s thread, in start order."""
         return self._by_thread[int(self.thread[row])][0]
 
-    def row_at(self, pid, tid, ts: float) -> int | None:
-        """The host row that starts at `ts` on thread (pid, tid), the outermost if several: where a
-        flow event (fwdbwd, ac2g) ends."""
+    def row_at(self, pid: str, tid: str, ts: float) -> int | None:
+        """The host row that starts at `ts` on thread (pid, tid), spelled as text, the outermost if
+        several: where a flow event (fwdbwd, ac2g) ends."""
         thread = self._thread_index.get((pid, tid))
         if thread is None or thread not in self._by_thread:
             return None
@@ -316,7 +316,7 @@ class Trace:
 
     @functools.cached_property
     def _thread_index(self) -> dict[tuple, int]:
-        return {key: i for i, key in enumerate(self.threads)}
+        return {(str(pid), str(tid)): i for i, (pid, tid) in enumerate(self.threads)}
 
     @functools.cached_property
     def _device_by_correlation(self) -> tuple[np.ndarray, np.ndarray]:
