@@ -36,6 +36,7 @@ from attn.traces.checks import (
     copy_kernels,
     costs_more,
     diagnosed,
+    each_op_launches,
     frees_a_score_matrix,
     generated_kernel,
     in_backward,
@@ -44,6 +45,7 @@ from attn.traces.checks import (
     kernel_count,
     kernel_matching,
     kernels_launched_under,
+    kinds_apart,
     launched_with,
     longest_gaps,
     longest_kernel,
@@ -61,6 +63,7 @@ from attn.traces.checks import (
     present,
     ratio_to_baseline_below,
     repeat_copies,
+    reported_on_every_call,
     runs_a_recompilation,
     score_sized_input,
     second_call_cheaper,
@@ -702,6 +705,9 @@ class PublicTrace:
     chapter: str
     select: str  # the kernel its screenshot selects in the one attention call it shows (a regex)
     claims: tuple[Claim, ...]
+    zoom: str | None = (
+        None  # a CPU op in that call: the shot shows only the device work it launched
+    )
 
 
 # fmt: off
@@ -721,6 +727,30 @@ PUBLIC: tuple[PublicTrace, ...] = (
             Claim("most-of-the-step", "cuda",
                 "Eager attention takes most of the step's kernel time.",
                 attention_share(0.5, 1.0)),
+            Claim("two-kinds", "cuda",
+                "diagnose tells two kinds of call apart by their shapes, one over a long sequence "
+                "and one over a short one, and one kind alone takes over half the trace's device "
+                "time.",
+                kinds_apart("TimesformerSelfAttention", 0.5)),
+        ),
+    ),
+    PublicTrace(
+        "switchtransformers-a100-eager-mqa-fp32", "naive.md",
+        r"^Memcpy DtoD",
+        zoom="aten::masked_fill",
+        claims=(
+            Claim("eager", "cuda",
+                "diagnose finds eager attention in every MultiQueryAttention: a product, a "
+                "softmax and a product, and no SDPA op.",
+                diagnosed("eager", where="MultiQueryAttention")),
+            Claim("masked-fill-copies", "cuda",
+                "Every out-of-place masked_fill copies the whole [8, 8, 1024, 1024] score matrix "
+                "with a Memcpy DtoD before it fills the copy: this chapter's hidden copy, on an "
+                "A100.",
+                each_op_launches("aten::masked_fill", r"^Memcpy DtoD")),
+            Claim("found-on-every-call", "cuda",
+                "diagnose reports the out-of-place masked_fill once for every attention call.",
+                reported_on_every_call("out_of_place_masked_fill")),
         ),
     ),
     PublicTrace(

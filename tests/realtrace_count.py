@@ -83,3 +83,138 @@ def count_ranges(trace, range_name, prefix=False):
                 res["device_time_us"] += float(d.get("dur", 0))
         out.append(res)
     return out
+
+
+# --- attention calls, counted from the raw JSON a second way ------------------------------------
+
+PRODUCTS = {"aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm", "aten::einsum"}
+
+
+def _x(trace):
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def _device_of(events, host):
+    """Device events launched by runtime calls among ``host`` (correlation ids)."""
+    ids = {_corr(e) for e in host if e.get("cat") in RUNTIME_CATS and _corr(e) is not None}
+    return [e for e in events if e.get("cat") in DEVICE_CATS and _corr(e) in ids]
+
+
+def _on_thread_within(events, like, t0, t1):
+    key = (str(like.get("pid")), str(like.get("tid")))
+    return [
+        e
+        for e in events
+        if (str(e.get("pid")), str(e.get("tid"))) == key
+        and t0 <= float(e["ts"])
+        and float(e["ts"]) + float(e.get("dur", 0)) <= t1
+    ]
+
+
+def _summarise(groups):
+    """{shapes: [extents' device events]} -> {shapes: (calls, kernels per call, us per call)}"""
+    out = {}
+    for shapes, calls in groups.items():
+        kernels = sum(d.get("cat") in KERNEL_CATS for c in calls for d in c)
+        us = sum(float(d.get("dur", 0)) for c in calls for d in c)
+        out[shapes] = (len(calls), kernels / len(calls), us / len(calls))
+    return out
+
+
+def _shapes(e):
+    dims = [d for d in (e.get("args") or {}).get("Input Dims", []) if d]
+    return " ".join("[" + ",".join(str(x) for x in d) + "]" for d in dims) or None
+
+
+def op_calls(trace, op_name):
+    """Calls of CPU ops named ``op_name``, by their input shapes: each with the device work of the
+    runtime calls inside it, on its own thread."""
+    events = _x(trace)
+    groups = {}
+    for op in (e for e in events if e.get("name") == op_name and e.get("cat") == "cpu_op"):
+        t0, t1 = float(op["ts"]), float(op["ts"]) + float(op.get("dur", 0))
+        groups.setdefault(_shapes(op), []).append(
+            _device_of(events, _on_thread_within(events, op, t0, t1))
+        )
+    return _summarise(groups)
+
+
+def eager_calls(trace, module_prefix):
+    """In each module named ``module_prefix``...: every softmax with the outermost product before
+    it and after it; the device work launched from the first product's start to the second's end,
+    by the first product's input shapes."""
+    events = _x(trace)
+    groups = {}
+    for m in (e for e in events if str(e.get("name", "")).startswith(module_prefix)):
+        t0, t1 = float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0))
+        inside = _on_thread_within(events, m, t0, t1)
+        products = [e for e in inside if e.get("name") in PRODUCTS]
+        outer = [
+            p
+            for p in products
+            if not any(
+                q is not p
+                and float(q["ts"]) <= float(p["ts"])
+                and float(p["ts"]) + float(p["dur"]) <= float(q["ts"]) + float(q["dur"])
+                for q in products
+            )
+        ]
+        outer.sort(key=lambda e: float(e["ts"]))
+        for s in (e for e in inside if e.get("name") == "aten::softmax"):
+            before = [p for p in outer if float(p["ts"]) < float(s["ts"])]
+            after = [p for p in outer if float(p["ts"]) > float(s["ts"])]
+            if not before or not after:
+                continue
+            qk, pv = before[-1], after[0]
+            extent = _on_thread_within(
+                events, m, float(qk["ts"]), float(pv["ts"]) + float(pv["dur"])
+            )
+            groups.setdefault(_shapes(qk), []).append(_device_of(events, extent))
+    return _summarise(groups)
+
+
+def backward_nodes(trace, node_name):
+    """How many autograd nodes named ``node_name`` the backward ran (the evaluate_function
+    wrappers the engine records around each)."""
+    wanted = "autograd::engine::evaluate_function: " + node_name
+    return sum(e.get("name") == wanted for e in _x(trace))
+
+
+def kernels_named(trace, pattern):
+    """Kernels whose names match the regex ``pattern``: (how many, their summed duration)."""
+    found = [e for e in _x(trace) if e.get("cat") in KERNEL_CATS and re.search(pattern, e["name"])]
+    return len(found), sum(float(e.get("dur", 0)) for e in found)
+
+
+def ops_named(trace, op_name, first_dims=None):
+    """CPU ops named ``op_name`` (whose first input has ``first_dims``, if given): (how many, the
+    summed duration of the device work launched inside them)."""
+    events = _x(trace)
+    found = [
+        e
+        for e in events
+        if e.get("name") == op_name
+        and e.get("cat") == "cpu_op"
+        and (first_dims is None or (e.get("args") or {}).get("Input Dims", [None])[0] == first_dims)
+    ]
+    device = []
+    for op in found:
+        t0, t1 = float(op["ts"]), float(op["ts"]) + float(op.get("dur", 0))
+        device += _device_of(events, _on_thread_within(events, op, t0, t1))
+    return len(found), sum(float(d.get("dur", 0)) for d in device)
+
+
+def kernels_without_launch(trace, pattern):
+    """Kernels matching ``pattern`` whose correlation id no runtime call carries: (how many,
+    their summed duration)."""
+    events = _x(trace)
+    launched = {_corr(e) for e in events if e.get("cat") in RUNTIME_CATS}
+    found = [
+        e
+        for e in events
+        if e.get("cat") in KERNEL_CATS
+        and re.search(pattern, e["name"])
+        and _corr(e) not in launched
+    ]
+    return len(found), sum(float(e.get("dur", 0)) for e in found)

@@ -507,7 +507,13 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     )
     assert "NVIDIA H100 80GB HBM3" in out and "MIT license" in out
     assert "https://github.com/AMD-AGI/TraceLens/blob/" in out
-    assert "| `sdpa_flash` | nn.Module: BertSdpaSelfAttention | 4 | 1 kernel · 9.4" in out
+    assert (
+        "| `sdpa_flash`<br><small>forward</small> | nn.Module: BertSdpaSelfAttention<br><small>"
+        "[1,8,141,64] [1,8,141,64] [1,8,141,64]</small> | 4 | 1 kernel · 9.4 µs (9.1 µs–10.1 µs) · "
+        "12% of device time |"
+    ) in out  # times with their spread over the four calls
+    assert "Attention takes 12% of the trace's device time" in out
+    assert "- The trace itself: 1 complete event(s) overlap" in out
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
     assert "{ loading=lazy data-focus=0." in out  # a phone scrolls to the kernel boxed in red
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:

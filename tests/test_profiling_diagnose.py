@@ -1,4 +1,3 @@
-
 """`diagnose`: the attention in a trace, its implementation, and what to fix, on our runs, on a GPU
 fixture, on hand-made traces for what no run here can make, and on real traces recorded by others
 (where another tool's own per-op analysis of the same trace is the oracle)."""
@@ -7,6 +6,7 @@ import csv
 import functools
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,10 @@ from attn.traces import patterns
 from attn.traces.diagnose import ADVICE, chapter
 from attn.traces.diagnose import diagnose as diagnose_trace
 from attn.traces.trace import Trace, load_trace, read_trace
+from attn.traces.units import time_text
+
+sys.path.insert(0, str(Path(__file__).parent))
+import realtrace_count  # noqa: E402
 
 diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  # as the CLI calls it
 
@@ -39,6 +43,12 @@ def implementations(result: dict) -> list[str]:
 def real(folder: str) -> dict:
     (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
     return load_trace(path)
+
+
+@functools.cache
+def traced(folder: str) -> Trace:
+    """A real trace parsed once for all the tests that read it (diagnose changes nothing in it)."""
+    return Trace(real(folder))
 
 
 # --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
@@ -209,27 +219,47 @@ def test_enable_gqa_is_no_finding(tmp_path):
 
 # --- real traces recorded by others ---------------------------------------------------------------
 
-REAL_CASES = {  # folder -> [(implementation, compiled, where, calls, kernels per call)]
+REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kernels per call)]
     "tracelens-h100-bert-small-sdpa-flash": [
-        ("sdpa_flash", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
     ],
     "tracelens-mi300x-bert-small-sdpa-flash": [
-        ("sdpa_flash", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: BertSdpaSelfAttention", 4, 1),
     ],
-    "tracelens-h100-timesformer-eager-softmax": [
-        ("eager", False, "nn.Module: TimesformerSelfAttention", 24, 7),
+    "tracelens-h100-timesformer-eager-softmax": [  # temporal calls, then spatial: two kinds
+        ("eager", "forward", False, "nn.Module: TimesformerSelfAttention", 12, 7),
+        ("eager", "forward", False, "nn.Module: TimesformerSelfAttention", 12, 7),
     ],
     "tracelens-h100-qwen1.5-sdpa-flash": [
-        ("sdpa_flash", False, "nn.Module: Qwen2Attention", 24, 1),
-        ("sdpa_flash", False, "kernels whose launch is not in the trace", 10, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: Qwen2Attention", 24, 1),
+        ("sdpa_flash", "forward", False, "kernels whose launch is not in the trace", 10, 1),
     ],
     "tracelens-mi300x-sglang-decode-graph": [
-        ("paged", False, "a graph replay (hipGraphLaunch)", 36, 2),
+        ("paged", "forward", False, "a graph replay (hipGraphLaunch)", 36, 2),
     ],
-    "tracelens-mi300-vllm-decode-graph": [
-        ("paged", False, "a graph replay (hipGraphLaunch)", 24, 1.5),
+    "tracelens-mi300-vllm-decode-graph": [  # no shapes: told apart by their kernels
+        ("paged", "forward", False, "a graph replay (hipGraphLaunch)", 12, 1),
+        ("paged", "forward", False, "a graph replay (hipGraphLaunch)", 12, 2),
     ],
-    "tracelens-mi300x-compiled-sdpa": [("sdpa_flash", True, "top level", 1, 1)],
+    "tracelens-mi300x-compiled-sdpa": [("sdpa_flash", "forward", True, "top level", 1, 1)],
+    "switchtransformers-a100-eager-mqa-fp32": [
+        ("eager", "forward", False, "nn.Module: MultiQueryAttention", 10, 12),
+    ],
+    "tracelens-mi300x-flux-sage-graph": [  # text encoders eager, the transformer a graph
+        ("sdpa_flash", "forward", False, "nn.Module: CLIPAttention", 12, 2),
+        ("eager", "forward", False, "nn.Module: T5Attention", 1, 28),  # computes position bias
+        ("eager", "forward", False, "nn.Module: T5Attention", 23, 6),
+        ("sdpa_flash", "forward", False, "nn.Module: Attention", 1, 1),
+        ("quantised", "forward", False, "a graph replay (hipGraphLaunch)", 228, 2),
+    ],
+    "tracelens-b200-vllm-gptoss-fp8-paged": [  # one shape, two kernels: sliding window, causal
+        ("paged", "forward", False, "nn.Module: Attention", 18, 2),
+        ("paged", "forward", False, "nn.Module: Attention", 18, 2),
+    ],
+    "tracelens-h100-owlv2-eager-two-kinds": [  # one module class: image, then text
+        ("eager", "forward", False, "nn.Module: Owlv2Attention", 120, 3),
+        ("eager", "forward", False, "nn.Module: Owlv2Attention", 60, 5),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -242,23 +272,120 @@ def test_every_real_trace_has_a_case():
 
 @pytest.mark.parametrize("folder", sorted(REAL_CASES))
 def test_real_traces(folder):
-    result = diagnose(Trace(real(folder)))
+    result = diagnose(traced(folder))
     seen = [
-        (r["implementation"], r["compiled"], r["where"], r["calls"], r["kernels_per_call"])
+        (r["implementation"], r["pass"], r["compiled"], r["where"], r["calls"],
+         r["kernels_per_call"])
         for r in result["attention"]
-    ]
+    ]  # fmt: skip
     assert seen == REAL_CASES[folder]
     if not seen:  # no attention: nothing to find, nothing left unchecked
         assert result["findings"] == result["not_checked"] == []
 
 
+@functools.cache
+def raw(folder: str) -> dict:
+    (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return realtrace_count.load(path)
+
+
+INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, kernels, us per call)}
+    "tracelens-h100-bert-small-sdpa-flash": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-mi300x-bert-small-sdpa-flash": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-h100-qwen1.5-sdpa-flash": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-mi300x-compiled-sdpa": lambda t: realtrace_count.op_calls(
+        t, "aten::_scaled_dot_product_flash_attention"
+    ),
+    "tracelens-h100-timesformer-eager-softmax": lambda t: realtrace_count.eager_calls(
+        t, "nn.Module: TimesformerSelfAttention"
+    ),
+    "switchtransformers-a100-eager-mqa-fp32": lambda t: realtrace_count.eager_calls(
+        t, "nn.Module: MultiQueryAttention"
+    ),
+    "tracelens-h100-owlv2-eager-two-kinds": lambda t: realtrace_count.eager_calls(
+        t, "nn.Module: Owlv2Attention"
+    ),
+    "tracelens-b200-vllm-gptoss-fp8-paged": lambda t: realtrace_count.op_calls(
+        t, "vllm::unified_attention_with_output"
+    ),
+    "tracelens-mi300x-flux-sage-graph": lambda t: (
+        realtrace_count.op_calls(t, "aten::_scaled_dot_product_flash_attention")
+        | realtrace_count.eager_calls(t, "nn.Module: T5Attention")
+    ),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(INDEPENDENT))
+def test_each_kind_of_call_equals_an_independent_count(folder):
+    """Calls, kernels and device time of each kind of call (its input shapes; kinds that ran other
+    kernels summed back) equal a count written straight from the raw JSON
+    (tests/realtrace_count.py), which shares no code."""
+    result = diagnose(traced(folder))
+    ours: dict[str, list] = {}
+    for r in (r for r in result["attention"] if r["shapes"] is not None):
+        calls, kernels, us = ours.setdefault(r["shapes"], [0, 0.0, 0.0])
+        ours[r["shapes"]] = [
+            calls + r["calls"],
+            kernels + r["calls"] * r["kernels_per_call"],
+            us + r["calls"] * r["device_time_us_per_call"],
+        ]
+    theirs = INDEPENDENT[folder](raw(folder))
+    assert ours.keys() == theirs.keys()
+    for shapes, (calls, kernels, us) in theirs.items():
+        assert ours[shapes][0] == calls, shapes
+        assert ours[shapes][1] == pytest.approx(calls * kernels), shapes
+        assert ours[shapes][2] == pytest.approx(calls * us), shapes
+
+
+GRAPH_KERNELS = {  # folder -> {kernels per call: the kernels of that kind, by name}
+    "tracelens-mi300-vllm-decode-graph": {
+        1: r"^kernel_unified_attention_2d$",
+        2: r"^kernel_unified_attention_3d$|^reduce_segments$",
+    },
+    "tracelens-mi300x-sglang-decode-graph": {2: r"paged_attention_ll4mi_(QKV|reduce)"},
+    "tracelens-mi300x-flux-sage-graph": {2: r"^sage_(quant_kernel|fwd)$"},
+}
+
+
+@pytest.mark.parametrize("folder", sorted(GRAPH_KERNELS))
+def test_graph_replays_split_by_their_kernels_equal_a_count_by_name(folder):
+    """Without shapes, a graph's calls are told apart by which kernels ran: each kind's kernels
+    and their time equal those counted by name in the raw JSON."""
+    result = diagnose(traced(folder))
+    for r in (r for r in result["attention"] if r["where"].startswith("a graph replay")):
+        count, us = realtrace_count.kernels_named(
+            raw(folder), GRAPH_KERNELS[folder][r["kernels_per_call"]]
+        )
+        assert r["calls"] * r["kernels_per_call"] == count
+        assert r["calls"] * r["device_time_us_per_call"] == pytest.approx(us)
+
+
+def test_two_kinds_of_call_each_with_its_share():
+    """TimeSformer's temporal and spatial calls, told apart by shapes, are as far apart in time as
+    a reader sees: the spatial calls take over 10x the temporal ones, and most of the trace."""
+    result = diagnose(traced("tracelens-h100-timesformer-eager-softmax"))
+    temporal, spatial = result["attention"]
+    assert spatial["device_time_us_per_call"] > 10 * temporal["device_time_us_per_call"]
+    assert spatial["share_of_device_time"] > 0.5
+    total = sum(r["share_of_device_time"] for r in result["attention"])
+    assert result["attention_share_of_device_time"] == pytest.approx(total)
+    device = realtrace_count.kernels_named(raw("tracelens-h100-timesformer-eager-softmax"), "")
+    assert result["trace"]["device_time_us"] >= device[1]  # kernels, memcpy and memset
+
+
 def test_timesformer_is_eager_and_every_finding_is_checked():
-    result = diagnose(Trace(real("tracelens-h100-timesformer-eager-softmax")))
+    result = diagnose(traced("tracelens-h100-timesformer-eager-softmax"))
     assert kinds(result) == {"eager_attention": 24} and result["not_checked"] == []
 
 
 def test_a_graph_replay_says_what_it_cannot_check():
-    result = diagnose(Trace(real("tracelens-mi300x-sglang-decode-graph")))
+    result = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))
     assert result["findings"] == []
     assert {g["kind"] for g in result["not_checked"]} == set(ADVICE)
     assert all("graph replay" in g["why"] for g in result["not_checked"])
@@ -286,12 +413,43 @@ def test_calls_and_kernel_time_match_tracelens(folder):
     """Calls and kernel time of the attention equal another tool's, computed its own way (from
     the ops it matched, and for graph replays from the graph's capture)."""
     theirs = oracle(folder)
-    result = diagnose(Trace(real(folder)))
-    ours = result["attention"][0]  # the calls made by the ops (or the one graph)
+    result = diagnose(traced(folder))
+    where = result["attention"][0]["where"]  # the calls made by the ops (or the one graph)
+    ours = [r for r in result["attention"] if r["where"] == where]
     calls = sum(int(r["name_count"]) for r in theirs)
     kernel_us = sum(float(r["Kernel Time (µs)_sum"]) for r in theirs)
-    assert ours["calls"] == calls
+    assert sum(r["calls"] for r in ours) == calls
+    ours_us = sum(r["calls"] * r["device_time_us_per_call"] for r in ours)
+    assert ours_us == pytest.approx(kernel_us, rel=1e-3)
+
+
+def test_a_quantised_attention_in_a_graph_equals_tracelens_from_the_capture():
+    """SageAttention's kernels, whose names say nothing of attention, replayed from a graph: calls
+    and kernel time equal TraceLens's ops summary, which attributes them from the graph's capture."""
+    folder = "tracelens-mi300x-flux-sage-graph"
+    (path,) = (REAL / folder).glob("tracelens_*.csv")
+    theirs = list(csv.DictReader(path.open(encoding="utf-8")))
+    (ours,) = [
+        r for r in diagnose(traced(folder))["attention"] if r["implementation"] == "quantised"
+    ]
+    assert {int(r["Count"]) for r in theirs} == {ours["calls"]}  # one of each kernel per call
+    kernel_us = sum(float(r["total_direct_kernel_time_sum"]) for r in theirs)
     assert ours["calls"] * ours["device_time_us_per_call"] == pytest.approx(kernel_us, rel=1e-3)
+
+
+def test_one_shape_two_kernels_is_two_kinds_of_call():
+    """GPT-OSS alternates sliding-window and full layers: the same shapes, each kind its own
+    kernel, as many of each as the raw JSON holds."""
+    folder = "tracelens-b200-vllm-gptoss-fp8-paged"
+    rows = diagnose(traced(folder))["attention"]
+    for r in rows:
+        (fmha,) = [k for k in r["kernels"] if k.startswith("fmhaSm100a")]
+        count, us = realtrace_count.kernels_named(raw(folder), f"^{re.escape(fmha)}$")
+        assert r["calls"] == count
+    assert {"Sliding" in k for r in rows for k in r["kernels"] if k.startswith("fmha")} == {
+        True,
+        False,
+    }
 
 
 # --- the command line -----------------------------------------------------------------------------
@@ -348,4 +506,325 @@ def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
     trace["traceEvents"] = [e for e in trace["traceEvents"] if "softmax" not in e.get("name", "")]
     (tmp_path / "trace.json").write_text(json.dumps(trace))
     assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
-    assert capsys.readouterr().out.strip() == "No attention found in this trace."
+    first, *lint = capsys.readouterr().out.strip().splitlines()
+    assert first == "No attention found in this trace."
+    assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
+
+
+# --- backward rows: our training runs, and a hand-made GPU backward --------------------------------
+
+TRAINING = {  # variant -> (implementation, the autograd node its attention's backward runs)
+    "train_naive": ("eager", "SoftmaxBackward0"),
+    "train_inplace": ("eager", "SoftmaxBackward0"),
+    "train_sdpa_math": ("sdpa_math", "SafeSoftmaxBackward0"),
+    "train_sdpa_flash": ("sdpa_flash", "ScaledDotProductFlashAttentionForCpuBackward0"),
+    "train_custom_cpu": (
+        "custom",
+        "GeneratedBackwardFor_attn_flash_attention_forward_defaultBackward",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(TRAINING))
+def test_a_training_step_has_a_backward_row_per_call(variant):
+    """Three steps: three forwards in attn_fwd and their three backwards, linked by autograd's
+    sequence numbers; the raw JSON holds as many of the attention's backward nodes."""
+    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    if not path.is_file():
+        pytest.skip(f"no committed trace of {variant} on this checkout")
+    implementation, node = TRAINING[variant]
+    result = diagnose(read_trace(path))
+    forward, backward = result["attention"]
+    assert (forward["implementation"], forward["pass"], forward["calls"]) == (
+        implementation, "forward", 3,
+    )  # fmt: skip
+    assert (backward["implementation"], backward["pass"], backward["calls"]) == (
+        implementation, "backward", 3,
+    )  # fmt: skip
+    assert backward["linked_to_forward"] == 3
+    assert realtrace_count.backward_nodes(realtrace_count.load(path), node) == 3
+    ratio = backward["backward_forward_ratio"]
+    assert ratio["of"] == "CPU time" and 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
+
+
+def with_backward(args: dict) -> dict:
+    """sdpa_on_gpu's math call, its op numbered 5, and its backward on autograd's own thread: the
+    node numbered 5 launches two kernels."""
+    trace = sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args | {"Sequence number": 5})
+    bwd = {"ph": "X", "pid": 1, "tid": 2}
+    trace["traceEvents"] += [
+        {**bwd, "cat": "cpu_op", "name": "autograd::engine::evaluate_function: SafeSoftmaxBackward0",
+         "ts": 200, "dur": 40, "args": {"Sequence number": 5, "Fwd thread id": 1}},
+        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 205, "dur": 2,
+         "args": {"correlation": 8}},
+        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 210, "dur": 2,
+         "args": {"correlation": 9}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "softmax_backward_kernel",
+         "ts": 220, "dur": 45, "args": {"correlation": 8}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "ampere_sgemm_128x64_nt",
+         "ts": 270, "dur": 15, "args": {"correlation": 9}},
+    ]  # fmt: skip
+    return trace
+
+
+def test_a_math_backward_on_a_gpu_is_linked_and_found():
+    result = diagnose(Trace(with_backward(FP32)))
+    forward, backward = result["attention"]
+    assert (backward["implementation"], backward["pass"], backward["kernels_per_call"]) == (
+        "sdpa_math", "backward", 2,
+    )  # fmt: skip
+    assert backward["backward_forward_ratio"]["median"] == pytest.approx((45 + 15) / 30)
+    assert kinds(result)["math_backward"] == 1
+    (math,) = [f for f in result["findings"] if f["kind"] == "math_backward"]
+    assert "float inputs" in math["detail"] and math["chapter"] == "training.md"
+
+
+def test_without_sequence_numbers_a_backward_is_not_linked():
+    trace = with_backward(FP32)
+    for e in trace["traceEvents"]:
+        (e.get("args") or {}).pop("Sequence number", None)
+    result = diagnose(Trace(trace))
+    assert [r["pass"] for r in result["attention"]] == ["forward"]  # its kernels say nothing
+
+
+# --- found by structure: ops the table does not know, kernels tied to their op, layout work ---------
+
+
+def structure_trace() -> dict:
+    """A vendor's quantised attention as an autograd Function (its quantise and attention kernels,
+    no name in the table); a kernel named as attention launched on another thread under an op
+    whose name says nothing; FlashAttention-3's backward kernels launched outside any op; an Inductor pointwise
+    kernel named after SDPA."""
+    t1, t2 = {"ph": "X", "pid": 1, "tid": 1}, {"ph": "X", "pid": 1, "tid": 2}
+    dev = {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel"}
+
+    def launch(thread, ts, corr):
+        return {**thread, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 1,
+                "args": {"correlation": corr}}  # fmt: skip
+
+    return {
+        "traceEvents": [
+            {**t1, "cat": "cpu_op", "name": "QuantizedAttnFunction", "ts": 10, "dur": 20},
+            launch(t1, 12, 1),
+            launch(t1, 14, 2),
+            {**t2, "cat": "cpu_op", "name": "te_ops::fused_fwd", "ts": 40, "dur": 20},
+            launch(t2, 45, 3),
+            launch(t1, 70, 4),
+            launch(t1, 72, 5),
+            launch(t1, 74, 6),
+            launch(t1, 80, 7),
+            {**dev, "name": "quantize_per_token_kernel", "ts": 100, "dur": 5,
+             "args": {"correlation": 1}},
+            {**dev, "name": "ck_tile::kernel<FmhaFwdFp8>", "ts": 106, "dur": 50,
+             "args": {"correlation": 2}},
+            {**dev, "name": "void te::fmha_fwd_kernel<bf16>(Params)", "ts": 160, "dur": 30,
+             "args": {"correlation": 3}},
+            {**dev, "name": "void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<128>>()",
+             "ts": 200, "dur": 4, "args": {"correlation": 4}},
+            {**dev, "name": "void cutlass::device_kernel<flash::FlashAttnBwdSm90<128>>()",
+             "ts": 205, "dur": 80, "args": {"correlation": 5}},
+            {**dev, "name": "void cutlass::device_kernel<flash::FlashAttnBwdPostprocessConvertdQ>()",
+             "ts": 290, "dur": 6, "args": {"correlation": 6}},
+            {**dev, "name": "triton_poi_fused__scaled_dot_product_flash_attention_cat_0",
+             "ts": 300, "dur": 9, "args": {"correlation": 7}},
+        ]
+    }  # fmt: skip
+
+
+def test_attention_is_found_by_structure_and_each_pass_apart():
+    result = diagnose(Trace(structure_trace()))
+    seen = [
+        (r["implementation"], r["pass"], r["where"], r["calls"], r["kernels_per_call"])
+        for r in result["attention"]
+    ]
+    assert seen == [
+        ("custom", "forward", "top level", 1, 2),  # the op, with its quantise kernel
+        ("unknown", "forward", "te_ops::fused_fwd", 1, 1),  # its op, found through correlation
+        ("custom", "backward", "top level", 1, 3),  # FA3's backward: preprocess starts the call
+    ]
+    assert result["layout_kernels"] == {"kernels": 1, "device_time_us": 9.0}
+    # Only FA3's backward, launched outside any op, cannot be checked: the te_ops call can.
+    assert {g["why"] for g in result["not_checked"] if "CPU op" in g["why"]} == {
+        "for 1 of the 3 calls, no CPU op was recorded around the attention's kernels"
+    }
+    share = (5 + 50 + 30 + 4 + 80 + 6) / (5 + 50 + 30 + 4 + 80 + 6 + 9)
+    assert result["attention_share_of_device_time"] == pytest.approx(share)
+
+
+def test_kernels_only_are_split_where_their_time_jumps():
+    """No CPU ops and no shapes: four flash calls, two at about 10 µs and two at about 100 µs, are
+    two kinds of call; calls within the gap stay one kind."""
+    dev = {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel"}
+    name = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >"
+    durs = [10, 104, 11, 100]
+    trace = {"traceEvents": [{**dev, "name": name, "ts": 200 * i, "dur": d} for i, d in
+                             enumerate(durs)]}  # fmt: skip
+    rows = diagnose(Trace(trace))["attention"]
+    assert [(r["calls"], r["device_time_us_range"]) for r in rows] == [
+        (2, [10.0, 11.0]),
+        (2, [100.0, 104.0]),
+    ]
+
+
+# --- findings on copies and masks -----------------------------------------------------------------
+
+
+def test_q_k_v_made_contiguous_before_sdpa_are_copies(tmp_path):
+    def attention(q, k, v):
+        q, k, v = (
+            x.transpose(1, 2).contiguous() for x in (q, k, v)
+        )  # [b, s, h, d] -> [b, h, s, d]
+        return F.scaled_dot_product_attention(q, k, v)
+
+    def views(q, k, v):
+        return F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)))
+
+    q = k = v = torch.randn(1, 32, 4, 16)
+    for fn, found in ((attention, {"qkv_copies": 3}), (views, {})):
+        with profile(record_shapes=True) as prof, torch.no_grad(), record_function("attn_fwd"):
+            fn(q, k, v)
+        prof.export_chrome_trace(str(tmp_path / "trace.json"))
+        assert kinds(diagnose(read_trace(tmp_path / "trace.json"))) == found
+
+
+def test_the_a100_multi_query_trace_and_its_findings_equal_a_count_of_the_raw_json():
+    """Ten MultiQueryAttention calls: each masks out of place (an aten::clone, a Memcpy DtoD),
+    builds its causal mask (aten::tril), and broadcasts K and V over eight heads in its two
+    matmuls, which copy them."""
+    folder = "switchtransformers-a100-eager-mqa-fp32"
+    result = diagnose(traced(folder))
+    events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
+    names = [e["name"] for e in events]
+    broadcast = [
+        e for e in events if e["name"] == "aten::matmul"
+        and [d[1] for d in e["args"]["Input Dims"]] in ([8, 1], [1, 8])
+    ]  # fmt: skip
+    assert kinds(result) == {
+        "out_of_place_masked_fill": names.count("aten::masked_fill"),
+        "eager_attention": 10,
+        "repeat_kv": len(broadcast),
+        "mask_per_call": names.count("aten::tril"),
+        "fp32_attention_on_gpu": 10,
+    }
+    assert len(broadcast) == 20 and names.count("aten::masked_fill") == 10
+    copies = [e for e in events if e["name"].startswith("Memcpy DtoD")]
+    assert len(copies) == 10  # one per masked_fill's clone
+
+
+# --- trace lint, and a folder given as the trace ----------------------------------------------------
+
+
+def test_lint_says_what_in_the_trace_misleads():
+    cpu = {"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op"}
+    overlapping = {
+        "traceEvents": [
+            {**cpu, "name": "aten::a", "ts": 0, "dur": 10},
+            {**cpu, "name": "aten::b", "ts": 5, "dur": 10},  # starts in a, ends after it
+            {**cpu, "name": "aten::c", "ts": 6, "dur": 2},  # nests in a and in b
+        ]
+    }
+    (line, *rest) = diagnose(Trace(overlapping))["lint"]
+    assert line.startswith("1 complete event(s) overlap") and "Perfetto" in line
+    assert any("no device activity" in r for r in rest) and any(
+        "no input shapes" in r for r in rest
+    )
+    graph = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))["lint"]
+    launches = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
+                if e.get("name") == "hipGraphLaunch"]  # fmt: skip
+    ids = {e["args"]["correlation"] for e in launches}
+    replayed = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
+                if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in ids]  # fmt: skip
+    assert f"{len(replayed)} kernel(s) were replayed from {len(launches)} CUDA/HIP graph" in (
+        " ".join(graph)
+    )
+    clean = diagnose(traced("tracelens-mi300x-compiled-sdpa"))["lint"]
+    assert clean == []
+
+
+def test_a_folder_given_as_the_trace_gets_one_line(tmp_path, capsys):
+    assert cli.main(["diagnose", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "directory" in err.lower()
+
+
+def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_raw_json():
+    """Qwen2's attention makes q, k and v contiguous before every SDPA call on CUDA: three copies
+    per call, whose device time the finding sets beside the flash kernel's."""
+    folder = "tracelens-h100-qwen1.5-sdpa-flash"
+    result = diagnose(traced(folder))
+    (found,) = result["findings"]
+    count, copies_us = realtrace_count.ops_named(raw(folder), "aten::contiguous", [16, 16, 559, 64])
+    calls, _, attention_us = realtrace_count.op_calls(
+        raw(folder), "aten::_scaled_dot_product_flash_attention"
+    ).popitem()[1]
+    assert (found["kind"], found["count"]) == ("qkv_copies", count) and count == 3 * calls
+    assert found["detail"] == (
+        f"the copies take {time_text(copies_us / calls)} per call on the device, the attention "
+        f"{time_text(attention_us)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"Input Dims": 3.5, "Input type": 7, "Sequence number": "x"},
+        {"Input Dims": [[1, 8, 128, 64], 5, "q"], "Input type": ["float", None, 2]},
+        {"Input Dims": [[1, 8, 128, None]] * 3, "Input type": "float"},
+    ],
+)
+def test_odd_recorded_inputs_are_read_as_no_shape_not_a_crash(args):
+    result = diagnose(Trace(with_backward(args)))
+    assert implementations(result)[0] == "sdpa_math"
+
+
+@pytest.mark.parametrize("variant", sorted(TRAINING))
+def test_fwdbwd_flows_alone_link_the_same_backward(variant):
+    """Without sequence numbers, the profiler's fwdbwd flows (forward op -> autograd node) tie
+    each backward to its forward: the same rows as through the numbers."""
+    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    if not path.is_file():
+        pytest.skip(f"no committed trace of {variant} on this checkout")
+    raw = load_trace(path)
+    both = diagnose(Trace(raw))["attention"]
+    assert any(e.get("cat") == "fwdbwd" for e in raw["traceEvents"])
+    for e in raw["traceEvents"]:
+        (e.get("args") or {}).pop("Sequence number", None)
+    flows = diagnose(Trace(raw))["attention"]
+    assert [(r["pass"], r["calls"], r.get("linked_to_forward")) for r in flows] == [
+        (r["pass"], r["calls"], r.get("linked_to_forward")) for r in both
+    ]
+
+
+def test_kernels_whose_launch_is_missing_equal_a_count_of_the_raw_json():
+    """Qwen's trace holds ten flash kernels whose launch it did not record: one call each."""
+    folder = "tracelens-h100-qwen1.5-sdpa-flash"
+    (row,) = [
+        r
+        for r in diagnose(traced(folder))["attention"]
+        if r["where"] == "kernels whose launch is not in the trace"
+    ]
+    count, us = realtrace_count.kernels_without_launch(raw(folder), "flash_fwd")
+    assert row["calls"] == count == 10
+    assert row["calls"] * row["device_time_us_per_call"] == pytest.approx(us)
+
+
+def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
+    cpu = {"ph": "X", "cat": "cpu_op"}
+    trace = {
+        "traceEvents": [
+            {**cpu, "name": "aten::_scaled_dot_product_flash_attention_for_cpu", "pid": 1,
+             "tid": 1, "ts": 0, "dur": 10},
+            {**cpu, "name": "autograd::engine::evaluate_function: X", "pid": 1, "tid": 2,
+             "ts": 20, "dur": 5},
+            {"ph": "s", "cat": "fwdbwd", "id": [1], "pid": [1], "tid": 1, "ts": 0},
+            {"ph": "f", "cat": "fwdbwd", "id": [1], "pid": 1, "tid": {"a": 1}, "ts": "soon"},
+            {"ph": "s", "cat": "fwdbwd", "id": 2, "pid": 1, "tid": 1, "ts": 0},
+            {"ph": "f", "cat": "fwdbwd", "id": 2, "pid": 1, "tid": 2, "ts": 20.0},
+        ]
+    }  # fmt: skip
+    rows = diagnose(Trace(trace))["attention"]
+    assert [(r["pass"], r.get("linked_to_forward")) for r in rows] == [
+        ("forward", None),
+        ("backward", 1),
+    ]
+    assert rows[1]["backward_forward_ratio"]["median"] == pytest.approx(5 / 10)

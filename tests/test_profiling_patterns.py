@@ -31,18 +31,54 @@ NAMES = [  # (name as a trace spells it, the implementation it says, or None: no
     ("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128", "paged"),
     ("vllm::unified_attention_with_output", "paged"),
     ("sglang_profiler::attention_paged_attention_ragged_100", "paged"),
-    # Names that mention attention without being a forward of it.
+    ("sage_quant_kernel", "quantised"),  # SageAttention (aiter): no attention word in its names
+    ("sage_fwd", "quantised"),
+    # Names that mention attention without being attention.
     ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", None),
-    ("void pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel<>", None),
-    ("fmha_cutlassB_bf16_aligned_64x64_k64_sm80", None),
     ("triton_tem_fused_mm_0", None),  # a max-autotune GEMM template: no row at all
+    # Inductor's layout kernels, named after the ops fused into them.
+    ("triton_poi_fused__scaled_dot_product_flash_attention_cat_0", None),
+    ("triton_red_fused__scaled_dot_product_efficient_attention_backward_sum_3", None),
+    ("triton_per_fused_flex_attention_backward_2", None),
+    ("graph_0_cpp_fused__scaled_dot_product_flash_attention_for_cpu_full_triu_0", None),
 ]
+BACKWARD = [  # (a backward's name as a trace spells it, its implementation)
+    ("aten::_scaled_dot_product_flash_attention_backward", "sdpa_flash"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "sdpa_flash"),
+    ("aten::_scaled_dot_product_efficient_attention_backward", "sdpa_efficient"),
+    ("aten::_scaled_dot_product_cudnn_attention_backward", "sdpa_cudnn"),
+    ("void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64> >", "sdpa_flash"),
+    ("void pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel<>", "sdpa_flash"),
+    ("fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)", "sdpa_efficient"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128", "sdpa_cudnn"),
+    ("triton_tem_fused_flex_attention_backward_0", "flex"),
+    ("void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<cute::tuple<int, int>, 128> >(flash::FlashAttnBwdPreprocess)", "custom"),
+    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<flash::CollectiveMainloopBwdSm90<2> > > >()", "custom"),
+    ("void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128> >", "custom"),
+    ("flash_attn_3::_flash_attn_backward", "custom"),
+    ("attn::flash_attention_backward", "custom"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("name", "implementation"), NAMES)
 def test_a_name_says_its_implementation(name, implementation):
     row = row_for(name)
     assert (row.implementation if row else None) == implementation
+    assert row is None or not row.backward
+
+
+@pytest.mark.parametrize(("name", "implementation"), BACKWARD)
+def test_a_backward_says_its_implementation_and_pass(name, implementation):
+    row = row_for(name)
+    assert row is not None and (row.implementation, row.backward) == (implementation, True)
+
+
+def test_a_backward_is_one_call_started_by_its_first_kernel():
+    """FlashAttention's backward: dot(dO, O) first starts a call, the loop and dQ's convert finish
+    it; a lone kernel of a family (cutlassB) is a call of its own."""
+    assert not row_for("void pytorch_flash::flash_bwd_dot_do_o_kernel<>").helper
+    assert row_for("void pytorch_flash::flash_bwd_convert_dq_kernel<>").helper
+    assert not row_for("fmha_cutlassB_f16_aligned_64x64_k64_sm80").helper
 
 
 @pytest.mark.parametrize(

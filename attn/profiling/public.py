@@ -20,7 +20,7 @@ from pathlib import Path
 
 from attn import specs
 from attn.profiling.flags import out_folder
-from attn.traces import layout
+from attn.traces import layout, trace_lint
 from attn.traces.atomic import write_json
 from attn.traces.checks import PublicEvidence, evaluate
 from attn.traces.diagnose import Call, attention_rows, find_calls, findings
@@ -49,16 +49,27 @@ def source(folder: str) -> dict:
 MARK = "one attention call, as diagnose found it"  # the band a screenshot zooms to
 
 
-def _focus(trace: Trace, calls: list[Call], select: str) -> dict:
+def _zoomed(trace: Trace, call: Call, op: str) -> list[int]:
+    """The device work launched under the first CPU op named `op` in the call."""
+    rows = trace.thread_rows(call.row)
+    inside = rows[(trace.ts[rows] >= call.start) & (trace.end[rows] <= call.end)]
+    first = next(int(r) for r in inside if trace.name[r] == op)
+    under = rows[(trace.ts[rows] >= trace.ts[first]) & (trace.end[rows] <= trace.end[first])]
+    return trace.launched_by(under[trace.is_runtime[under]]).tolist()
+
+
+def _focus(trace: Trace, calls: list[Call], select: str, zoom: str | None = None) -> dict:
     """What the screenshot shows: the call with the most device time, its kernels and, when they
     ran close enough to it (a gap shorter than the kernels take), its CPU op; and the first of its
-    kernels that matches `select`, selected."""
+    kernels that matches `select`, selected. With `zoom`, only what that op of the call launched."""
     call = max(calls, key=lambda c: trace.dur[c.device_rows].sum())
-    start, end = float(trace.ts[call.device_rows].min()), float(trace.end[call.device_rows].max())
-    if call.row is not None and start - call.end < end - start:
+    device = call.device_rows if zoom is None else _zoomed(trace, call, zoom)
+    start, end = float(trace.ts[device].min()), float(trace.end[device].max())
+    if zoom is None and call.row is not None and start - call.end < end - start:
         start, end = min(start, call.start), max(end, call.end)
-    kernel = next(trace.name[d] for d in call.device_rows if re.search(select, trace.name[d]))
-    return {"where": call.where, "from_us": start, "to_us": end, "select": kernel}
+    kernel = next(trace.name[d] for d in device if re.search(select, trace.name[d]))
+    found = {"where": call.where, "from_us": start, "to_us": end, "select": kernel}
+    return found | ({"band": f"what {zoom} launched in one attention call"} if zoom else {})
 
 
 def diagnosis(public: specs.PublicTrace) -> dict:
@@ -66,10 +77,13 @@ def diagnosis(public: specs.PublicTrace) -> dict:
     trace = read_trace(trace_file(public.folder))
     calls = find_calls(trace)
     found, unchecked = findings(trace, calls, specs.chapter_teaching)
+    rows = attention_rows(trace, calls)
     report = {
-        "attention": attention_rows(trace, calls),
+        "attention": rows,
+        "attention_share_of_device_time": sum(r["share_of_device_time"] or 0 for r in rows),
         "findings": found,
         "not_checked": unchecked,
+        "lint": trace_lint.lint(trace),
     }
     evidence = PublicEvidence(report, calls, trace)
     return {
@@ -78,7 +92,7 @@ def diagnosis(public: specs.PublicTrace) -> dict:
         "source": source(public.folder),
         **report,
         "claims": evaluate(list(public.claims), "cuda", evidence),
-        "screenshot": _focus(trace, calls, public.select),
+        "screenshot": _focus(trace, calls, public.select, public.zoom),
     }
 
 
@@ -104,9 +118,10 @@ def take_screenshot(folder: str, png: Path, focus: dict) -> dict | None:
         for e in raw["traceEvents"]
         if e.get("cat") != "python_function" or str(e.get("name")).startswith("nn.Module: ")
     ]
+    band = focus.get("band", MARK)
     pad = 0.01 * (focus["to_us"] - focus["from_us"])  # the viewer's float ms must not cut an end
     raw["traceEvents"].append(
-        {"ph": "X", "cat": "user_annotation", "name": MARK, "pid": "diagnose", "tid": "diagnose",
+        {"ph": "X", "cat": "user_annotation", "name": band, "pid": "diagnose", "tid": "diagnose",
          "ts": focus["from_us"] - pad, "dur": focus["to_us"] - focus["from_us"] + 2 * pad}
     )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="public-shot-") as tmp:
@@ -115,7 +130,7 @@ def take_screenshot(folder: str, png: Path, focus: dict) -> dict | None:
         path.write_text(json.dumps(raw))
         # The page column's width at twice the pixels, as the variants' own shots are taken.
         facts = viewer.screenshot(
-            path, png, range_name=MARK, select=focus["select"], width=680, height=640
+            path, png, range_name=band, select=focus["select"], width=680, height=640
         )
     return facts.get("mark")
 

@@ -14,10 +14,13 @@ import math
 import re
 from collections.abc import Callable
 
+import numpy as np
+
 from attn.traces.backward import as_forward
 from attn.traces.trace import (
     BACKWARD_RANGE,
     CPU_DEVICE_TYPE,
+    EPS_US,
     KERNEL,
     Forward,
     Trace,
@@ -890,6 +893,64 @@ def kernels_launched_under(*patterns: str) -> Check:
         if stray:
             return False, f"{len(stray)} of {len(kernels)} kernels elsewhere, e.g. {stray[0][:60]}"
         return True, f"all {len(kernels)} kernels"
+
+    return check
+
+
+def each_op_launches(op: str, device: str) -> Check:
+    """Every CPU op named `op` launched device work whose name matches `device` (at least one op);
+    observed: how many did, the first one's input shape, and that work's time with its spread."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        t = ev.trace
+        ops = [i for i, n in enumerate(t.name) if n == op and t.cat[i] == "cpu_op"]
+        if not ops:
+            return False, f"no {op}"
+        times, name = [], device
+        for i in ops:  # the runtime calls inside the op, on its thread, by binary search
+            rows = t.thread_rows(i)
+            lo, hi = np.searchsorted(t.ts[rows], [t.ts[i] - EPS_US, t.end[i] + EPS_US])
+            inside = rows[lo:hi]
+            inside = inside[(t.end[inside] <= t.end[i] + EPS_US) & t.is_runtime[inside]]
+            found = [d for d in t.launched_by(inside).tolist() if re.search(device, t.name[d])]
+            if found:
+                times.append(float(t.dur[found].sum()))
+                name = t.name[found[0]]
+        dims = (t.args[ops[0]].get("Input Dims") or [None])[0]
+        spread = f"{time_text(min(times))}–{time_text(max(times))}" if times else "none"
+        return len(times) == len(ops), (
+            f"{len(times)} of {len(ops)} {op} (first input {dims}) launched {name}: {spread} each"
+        )
+
+    return check
+
+
+def kinds_apart(where: str, most_share: float) -> Check:
+    """diagnose splits the calls in `where` into two or more kinds, and the kind with the most
+    device time takes at least `most_share` of the trace's device time."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        rows = [r for r in ev.diagnosis["attention"] if re.search(where, r["where"])]
+        if not rows or rows[0]["share_of_device_time"] is None:
+            return False, f"no device time for the calls in {where}"
+        top = max(r["share_of_device_time"] for r in rows)
+        seen = "; ".join(
+            f"{r['shapes'] or 'no shapes'}: {r['calls']} call(s), "
+            f"{time_text(r['device_time_us_per_call'])} each, {r['share_of_device_time']:.0%}"
+            for r in rows
+        )
+        return len(rows) >= 2 and top >= most_share, seen
+
+    return check
+
+
+def reported_on_every_call(kind: str) -> Check:
+    """diagnose reports the finding `kind` once for every forward call it found."""
+
+    def check(ev: PublicEvidence) -> tuple[bool, str]:
+        calls = sum(r["calls"] for r in ev.diagnosis["attention"] if r["pass"] == "forward")
+        count = next((f["count"] for f in ev.diagnosis["findings"] if f["kind"] == kind), 0)
+        return count == calls > 0, f"{kind}: {count} for {calls} forward call(s)"
 
     return check
 

@@ -3,8 +3,9 @@
 `diagnose` and the specs' kernel claims read it. A row's pattern is searched in an event's name: a
 CPU op (SDPA's backend ops, custom ops), a kernel Inductor generated (named on the CPU side too),
 or a GPU kernel. The first row that matches wins, so rows that only look like attention (a KV-cache
-write, a backward kernel) come before the broad ones. A GPU kernel that matches no row but whose
-name mentions attention is reported as unknown, never guessed.
+write, Inductor's layout kernels named after the ops fused into them) come before the broad ones,
+and backward rows before the forward rows of their family. A GPU kernel that matches no row but
+whose name mentions attention is reported as unknown, never guessed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ REPEAT_OPS = ("aten::repeat_interleave", "aten::repeat")
 # A device synchronize: the CPU waits for the GPU (cudaStreamWaitEvent is GPU-side, not this).
 SYNCHRONIZE = r"(cuda|hip)\w*Synchronize"
 ATTENTION_WORDS = r"(?i)attn|attention|fmha|flash|sdpa|paged|\bmha"
+# Inductor's pointwise and reduction kernels (Triton's, and C++ on a CPU) are named after the ops
+# fused into them: one that lays out SDPA's inputs or builds its mask says
+# "scaled_dot_product_flash_attention" without being attention.
+LAYOUT_KERNEL = r"^(graph_\d+_)?(triton_(poi|red|per)|cpp)_"
+# An autograd node as the backward records it (its "Sequence number" ties it to its forward).
+AUTOGRAD_NODE = "autograd::engine::evaluate_function: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,18 +49,37 @@ class Row:
     implementation: str | None  # None: not attention, though the name may say so
     what: str  # the family, in words
     helper: bool = False  # finishes a call another kernel started (a split-KV reduce)
+    backward: bool = False  # the gradient of attention, not its forward
 
 
 # fmt: off
 ROWS: tuple[Row, ...] = (
+    # Names that mention attention but are not attention.
+    Row(LAYOUT_KERNEL, None, "Inductor's pointwise or reduction kernel: layout work around attention"),
+    Row(r"(?i)reshape_and_cache|store_kvcache|concat_and_cache|kv_indices|rotary|rope", None,
+        "a KV-cache write or a position encoding"),
+    # Backward: SDPA's backend ops and kernels, FlashAttention-2/3's, Flex's template, AOTriton's.
+    Row(r"^aten::_scaled_dot_product_flash_attention(_for_cpu)?_backward$", sdpa("flash"), "SDPA's flash backend, backward", backward=True),
+    Row(r"^aten::_scaled_dot_product_efficient_attention_backward$", sdpa("efficient"), "SDPA's memory-efficient backend, backward", backward=True),
+    Row(r"^aten::_scaled_dot_product_cudnn_attention_backward$", sdpa("cudnn"), "SDPA's cuDNN backend, backward", backward=True),
+    # A backward of FlashAttention is three kernels: the first starts a call, the others finish it.
+    Row(r"^(void )?pytorch_flash::flash_bwd_dot_do_o", sdpa("flash"), "FlashAttention-2 in PyTorch, backward", backward=True),
+    Row(r"^(void )?pytorch_flash::flash_bwd", sdpa("flash"), "FlashAttention-2 in PyTorch, backward", helper=True, backward=True),
+    Row(r"^(void )?fmha_cutlassB", sdpa("efficient"), "xformers' fused CUTLASS kernel, backward", backward=True),
+    Row(r"^(void )?cudnn_generated\w*sdpa\w*bprop", sdpa("cudnn"), "a kernel cuDNN generated for SDPA, backward", backward=True),
+    Row(r"^bwd_preprocess\w*$", sdpa("flash"), "AOTriton's kernels, backward (ROCm)", backward=True),
+    Row(r"^bwd_kernel\w*$", sdpa("flash"), "AOTriton's kernels, backward (ROCm)", helper=True, backward=True),
+    Row(r"^triton_tem_fused\w*_flex_attention_backward", "flex", "FlexAttention's Triton template, backward", backward=True),
+    Row(r"FlashAttnBwdPreprocess|^(void )?flash::flash_bwd_dot_do_o|^flash_attn\w*::\w*backward", "custom", "the flash-attn package, backward", backward=True),
+    Row(r"FlashAttnBwd|^(void )?flash::\w*bwd", "custom", "the flash-attn package, backward", helper=True, backward=True),
+    Row(r"^attn::\w*backward", "custom", "this project's custom op, backward", backward=True),
+    Row(r"(?i)^(void )?\w+::\w*(attention|attn)\w*_(backward|bwd)", "custom", "a custom op, backward", backward=True),
     # SDPA's backend ops say which backend ran, on any device.
     Row(r"^aten::_scaled_dot_product_flash_attention(_for_cpu)?$", sdpa("flash"), "SDPA's flash backend"),
     Row(r"^aten::_scaled_dot_product_efficient_attention$", sdpa("efficient"), "SDPA's memory-efficient backend"),
     Row(r"^aten::_scaled_dot_product_cudnn_attention$", sdpa("cudnn"), "SDPA's cuDNN backend"),
     Row(r"^aten::_scaled_dot_product_attention_math(_for_mps)?$", sdpa("math"), "SDPA's math backend"),
-    # Names that mention attention but are not a forward of it.
-    Row(r"(?i)backward|_bwd|cutlassB|reshape_and_cache|store_kvcache|concat_and_cache|kv_indices"
-        r"|rotary|rope", None, "a backward kernel, a KV-cache write or a position encoding"),
+    Row(r"(?i)backward|_bwd\b", None, "a backward of something else"),
     # SDPA's kernels.
     Row(r"^(void )?pytorch_flash::flash_fwd_splitkv_combine", sdpa("flash"), "FlashAttention-2 in PyTorch, split-KV combine", helper=True),
     Row(FLASH_KERNEL, sdpa("flash"), "FlashAttention-2 as built into PyTorch"),
@@ -81,6 +107,9 @@ ROWS: tuple[Row, ...] = (
     Row(r"^fmhaSm\d+\w*PagedKv", "paged", "TensorRT-LLM's paged attention (through FlashInfer)"),
     Row(r"PagedKVCache", "paged", "a paged-KV attention kernel (AMD's composable kernel)"),
     Row(r"^(vllm|sglang\w*)::\w*attention", "paged", "a serving engine's attention op"),
+    # Quantised attention: SageAttention (AMD's aiter, Triton) quantises Q and K, then attends.
+    Row(r"^sage_quant", "quantised", "SageAttention's quantise, which starts a call"),
+    Row(r"^sage_fwd", "quantised", "SageAttention's quantised attention", helper=True),
     # FlashAttention's own package, and anyone else's attention op.
     Row(r"^(void )?flash::flash_fwd_splitkv_combine", "custom", "the flash-attn package, split-KV combine", helper=True),
     Row(r"^(void )?flash::|FlashAttnFwdSm\d+", "custom", "the flash-attn package's kernels"),

@@ -348,6 +348,20 @@ class Trace:
         """The host rows of `row`'s thread, in start order."""
         return self._by_thread[int(self.thread[row])][0]
 
+    def row_at(self, pid: str, tid: str, ts: float) -> int | None:
+        """The host row that starts at `ts` on thread (pid, tid), spelled as text, the outermost if
+        several: where a flow event (fwdbwd, ac2g) ends."""
+        thread = self._thread_index.get((pid, tid))
+        if thread is None or thread not in self._by_thread:
+            return None
+        rows, starts = self._by_thread[thread]
+        i = int(np.searchsorted(starts, ts - EPS_US))
+        return int(rows[i]) if i < len(rows) and abs(starts[i] - ts) <= EPS_US else None
+
+    @functools.cached_property
+    def _thread_index(self) -> dict[tuple, int]:
+        return {(str(pid), str(tid)): i for i, (pid, tid) in enumerate(self.threads)}
+
     @functools.cached_property
     def _device_by_correlation(self) -> tuple[np.ndarray, np.ndarray]:
         """Device rows sorted by correlation id, and those ids: a launch's work by binary search."""

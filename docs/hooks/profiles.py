@@ -562,15 +562,26 @@ def render_public(page: Page, folder: str) -> str:
         f"commit `{src['commit'][:8]}`, {src['license']} license. A copy is kept as test data in "
         f"`tests/fixtures/realtraces/{folder}/`, with its SOURCE.txt and LICENSE.</small>"
     ]
-    rows = []  # four columns, to fit a page's column: compiled under the name, one call's cost
-    for r in data["attention"]:
+    rows = []  # four columns, to fit a page's column: pass and compiled under the name, the
+    for r in data["attention"]:  # shapes under where, one call's cost with its spread and share
         k, t = r["kernels_per_call"], r["device_time_us_per_call"]
         cost = None if k is None else f"{count_text(k)} kernel{'' if k == 1 else 's'}"
-        cost = " · ".join(x for x in (cost, _fmt(time_text, t)) if x) or None
-        name = f"`{r['implementation']}`" + ("<br><small>compiled</small>" if r["compiled"] else "")
-        rows.append(_row([name, r["where"], r["calls"], cost]))
+        if t is not None:
+            lo, hi = r["device_time_us_range"]
+            spread = f" ({time_text(lo)}–{time_text(hi)})" if hi > 1.05 * lo else ""
+            share = f"{r['share_of_device_time']:.0%} of device time"
+            cost = " · ".join(x for x in (cost, time_text(t) + spread, share) if x)
+        notes = [r["pass"]] + (["compiled"] if r["compiled"] else [])
+        name = f"`{r['implementation']}`<br><small>{', '.join(notes)}</small>"
+        where = r["where"] + (f"<br><small>{r['shapes']}</small>" if r.get("shapes") else "")
+        rows.append(_row([name, where, r["calls"], cost]))
     head = "| implementation | where | calls | per call |"
     text.append("**What `diagnose` finds:**\n\n" + "\n".join([head, "|---|---|--:|--:|", *rows]))
+    if data.get("attention_share_of_device_time"):
+        text.append(
+            f"Attention takes {data['attention_share_of_device_time']:.0%} of the trace's device "
+            "time (its kernels, copies and fills, summed)."
+        )
     found = [
         f"- `{f['kind']}` ({f['count']}): {f['advice']} See [{f['chapter']}]({page.link(f['chapter'])})."
         for f in data["findings"]
@@ -579,16 +590,18 @@ def render_public(page: Page, folder: str) -> str:
     for gap in data["not_checked"]:
         unchecked.setdefault(gap["why"], []).append(f"`{gap['kind']}`")
     found += [f"- Not checked, {', '.join(k)}: {why}." for why, k in unchecked.items()]
+    found += [f"- The trace itself: {line}." for line in data.get("lint", [])]
     text.append("\n".join(found))
     shot = data["screenshot"]
     if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
         alt = f"One attention call of the {src['GPU']} trace in a trace viewer"
         focus = _focus(data.get("viewer"))
         text.append(
-            f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy{focus} }}\n\n<small>One "
-            f"attention call in the trace viewer (where: {shot['where']}), marked by the band on "
-            f"the diagnose track; selected and boxed in red: `{shot['select'][:80]}`. Python's "
-            "stack frames are left out of the picture.</small>"
+            f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy{focus} }}\n\n<small>"
+            f"{shot.get('band', 'One attention call').capitalize()} in the trace viewer (where: "
+            f"{shot['where']}), marked by the band on the diagnose track; selected and boxed in "
+            f"red: `{shot['select'][:80]}`. Python's stack frames are left out of the picture."
+            "</small>"
         )
     text.append(
         "\n".join(
