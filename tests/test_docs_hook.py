@@ -392,17 +392,78 @@ def test_glance_marker_tabulates_every_variant_with_speedup_and_its_specs_lesson
     out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
     lesson = specs.spec("naive").lesson  # the summaries carry no lesson: the spec does
-    assert (
-        f"| `naive`<br><small>{lesson}</small> | 5 | 1.23 ms | 456.0 µs | 1.00× | 3.0 MiB |" in gpu
-    )
-    assert f"Speedup: {specs.REFERENCE}'s time ÷ the variant's" in gpu
-    assert "| kernels | CPU time | device time | speedup | peak memory |" in gpu
+    # No timing pass in these sets: the profiler's means, labelled so, and no speedup.
+    assert f"| `naive`<br><small>{lesson}</small> | 5 | 1.23 ms | 456.0 µs | 3.0 MiB |" in gpu
+    assert "| kernels | CPU time (profiled) | device time (profiled) | peak memory |" in gpu
+    assert "no timing pass in this set, so no spread and no speedup" in gpu
     assert "(profiles/nvidia-h200/overview.svg)" in gpu
     assert (
-        f"`sdpa_cudnn`<br><small>{specs.spec('sdpa_cudnn').lesson}</small> | not available here | – | – | – |"
+        f"`sdpa_cudnn`<br><small>{specs.spec('sdpa_cudnn').lesson}</small> | not available here | – | – |"
         in cpu
     )
-    assert "| ATen ops | CPU time | speedup |" in cpu and "device time" not in cpu
+    assert "| ATen ops | CPU time (profiled) | peak memory |" in cpu and "device time" not in cpu
+
+
+def add_timing(folder: Path, rows: dict, **extra) -> None:
+    """A timing.json beside the set: {variant: (median, low, high)}."""
+    timed = [
+        {"variant": v, "median_us": m, "low_us": lo, "high_us": hi, "repeats": 20}
+        for v, (m, lo, hi) in rows.items()
+    ]
+    _write(folder / layout.TIMING, {"interval": "interquartile range", "rows": timed, **extra})
+    layout.write_manifest(folder)
+    sets.hardware_sets.cache_clear()
+
+
+def test_glance_with_a_timing_pass_shows_intervals_and_cannot_tell_on_overlap(profiles):
+    (profiles / "cpu/inplace").mkdir()
+    naive = json.loads((profiles / "cpu/naive/summary.json").read_text())
+    _write(profiles / "cpu/inplace/summary.json", {**naive, "variant": "inplace"})
+    add_timing(profiles / "cpu", {"naive": (100e3, 95e3, 110e3), "inplace": (90e3, 85e3, 96e3)})
+    out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    cpu = out[out.index('"CPU"\n') :]
+    assert "| ATen ops | time (median, IQR) | speedup | peak memory |" in cpu
+    assert "| 100.00 ms (95.00 ms–110.00 ms) | 1× |" in cpu  # the reference itself
+    # inplace's range (85-96 ms) overlaps naive's (95-110 ms): the speedup cannot tell
+    assert "| 90.00 ms (85.00 ms–96.00 ms) | 1.11× (0.99–1.29×), cannot tell |" in cpu
+    add_timing(profiles / "cpu", {"naive": (100e3, 98e3, 102e3), "inplace": (90e3, 89e3, 91e3)})
+    apart = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    assert "| 1.11× (1.08–1.15×) |" in apart and "interquartile range" in apart
+
+
+def test_speedup_marker_says_cannot_tell_or_which_is_faster(profiles):
+    add_timing(
+        profiles / "cpu",
+        {"naive": (100e3, 95e3, 110e3), "sdpa_cudnn": (90e3, 85e3, 96e3)},
+        score_clone={"bytes": 2**20, "median_us": 10e3, "low_us": 9e3, "high_us": 11e3, "repeats": 9},
+    )
+    out = expand("<!-- profile-speedup: naive sdpa_cudnn -->", "inplace.md", profiles)
+    assert "`naive` ÷ `sdpa_cudnn`: **1.11× (0.99–1.29×)**" in out
+    assert "Cannot tell which is faster: the interval holds 1×." in out
+    assert "The clone of one score matrix (1.0 MiB)" in out and "10% of `naive`'s median" in out
+    add_timing(profiles / "cpu", {"naive": (100e3, 98e3, 102e3), "sdpa_cudnn": (90e3, 89e3, 91e3)})
+    out = expand("<!-- profile-speedup: naive sdpa_cudnn -->", "inplace.md", profiles)
+    assert "`sdpa_cudnn` is faster: the whole interval is above 1×." in out
+    none = expand("<!-- profile-speedup: naive sdpa_flash -->", "inplace.md", profiles)
+    assert "Not profiled yet" in none
+
+
+def test_a_timing_row_out_of_order_fails_the_build_in_one_line(profiles):
+    add_timing(profiles / "cpu", {"naive": (100e3, 120e3, 130e3)})
+    with pytest.raises(PluginError, match=r"timing\.json: naive: expected 0 < low_us"):
+        expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+
+
+def test_a_busy_set_is_stamped_on_its_tab(profiles):
+    env = json.loads((profiles / "cpu/environment.json").read_text())
+    load = {"load_avg_before": [3.5, 1, 1], "load_avg_after": [4.0, 2, 1], "cpu_count": 2,
+            "busy": True}  # fmt: skip
+    _write(profiles / "cpu/environment.json", {**env, "load": load})
+    sets.hardware_sets.cache_clear()
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
+    cpu = out[out.index('"CPU"\n') :]
+    assert "**Busy machine:** a load average of 4.00 on 2 cores" in cpu
+    assert "Busy machine" not in out[: out.index('"CPU"\n')]
 
 
 def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
@@ -427,6 +488,17 @@ def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
     assert "Vector ISA of this run: AVX2 (`torch.backends.cpu.get_cpu_capability()`)" in out
     assert "and so did `custom_cpu`" in out
+    timed = [
+        {**r, "low_us": r["time_us"] * 0.9, "high_us": r["time_us"] * 1.1, "matmul_tflops": 0.5,
+         "cpu_capability": "AVX2",
+         "ceiling_share": 0.2, **({"ratio_low": 0.61, "ratio_high": 0.92} if "ratio_to_flash" in r else {})}
+        for r in BENCH
+    ]  # fmt: skip
+    add_benchmark(profiles / "cpu", timed)
+    out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
+    assert "matmul ceiling, a large `torch.mm` timed in the same run: 0.5 TFLOP/s in float32" in out
+    row = "| `custom_cpu` | float32 | 512 × 64 | yes | 150.0 µs (135.0 µs–165.0 µs) | 0.75× (0.61–0.92×) | 0.20 |"
+    assert row in out
 
 
 def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp_path):

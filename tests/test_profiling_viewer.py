@@ -17,7 +17,7 @@ import pytest
 from attn.profiling import viewer
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT / "profiles/cpu/naive/trace.json.gz"
+TRACE = ROOT / "profiles/cpu-amd-epyc/naive/trace.json.gz"
 SHOTS = ROOT / "test-artifacts" / "viewer"
 TIMEOUT_MS = 60_000
 

@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,8 +37,10 @@ from attn.profiling.analyze import (
 from attn.profiling.atomic import write_json
 from attn.profiling.config import DTYPES, ProfileConfig, config_for, default_config, default_device
 from attn.profiling.diff import main as diff_main
+from attn.profiling.environment import busy_line, load_now, load_over
 from attn.profiling.flags import device, out_folder, positive, variant_name
 from attn.profiling.run import ProfilingError, finish_set, profile_example, profile_variant
+from attn.profiling.sweep import wide_console
 from attn.profiling.trace import TraceFormatError, read_trace
 
 CHECKOUT = Path(attn.__file__).resolve().parents[1]  # where examples/ is, in a checkout
@@ -91,14 +94,22 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     """`profile(variant, its config)` for each named variant under a progress bar, then the set's
     files and a report; a variant that fails is reported and the others still run."""
     folders, failed = [], []
+    before = load_now()
+    if busy := busy_line(load_over(before, before)):
+        console.print(busy)
     with progress_bar(console) as progress:
-        for name in progress.track(names, description="profiling"):
+        for i, name in enumerate(progress.track(names, description="profiling")):
             progress.update(progress.tasks[0].id, description=f"profiling {name}")
+            start = time.perf_counter()
             try:  # a decode step for the decoding variants
                 folders.append(profile(attn.get_variant(name), config_for(name, config)))
             except ProfilingError as exc:
                 failed.append(str(exc))
-    finish_set(out, config.device)
+            # A line per variant, in a log too: a long run never goes a minute without one.
+            console.print(
+                f"profiled {name} ({i + 1}/{len(names)}, {time.perf_counter() - start:.1f} s)"
+            )
+    finish_set(out, config.device, load_over(before, load_now()))
     report(folders, console)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
@@ -300,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    console = Console(stderr=True)
+    console = wide_console()
     try:
         if args.command == "run":
             return cmd_run(args, console)

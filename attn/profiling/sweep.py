@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from rich.console import Console
 
 import attn
 from attn.profiling import layout
@@ -14,6 +16,12 @@ from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import device, out_folder
 from attn.variant import Variant
+
+
+def wide_console(stderr: bool = True) -> Console:
+    """rich on stderr (or stdout); in a log or a pipe 160 columns wide, so no table is cut at 80."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160)
 
 
 def parser(module: str, doc: str) -> argparse.ArgumentParser:

@@ -89,7 +89,7 @@ def sweep(device: str, seqs: tuple[int, ...], console: Console | None = None) ->
     base = default_config(device)
     variants = sweeps.available(specs.in_sweep("training"), device, base.torch_dtype)
     rows = []
-    with Progress(console=console or Console(stderr=True), transient=True) as progress:
+    with Progress(console=console or sweeps.wide_console(), transient=True) as progress:
         task = progress.add_task("training", total=len(variants) * len(seqs))
         for name, variant in variants.items():
             for seq in seqs:
@@ -98,6 +98,7 @@ def sweep(device: str, seqs: tuple[int, ...], console: Console | None = None) ->
                 shape = {k: getattr(config, k) for k in ("batch", "heads", "head_dim", "dtype")}
                 rows.append({"variant": name, "seq": seq, **shape, **measure(variant, config)})
                 progress.advance(task)
+            progress.console.print(f"training: {name}, {len(seqs)} lengths")
     return rows
 
 

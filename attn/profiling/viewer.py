@@ -7,7 +7,7 @@ them loads a trace named in its query string. From there we take screenshots in 
 and publish the same viewer with the site.
 
     python -m attn.profiling.viewer fetch
-    python -m attn.profiling.viewer shot profiles/cpu/naive/trace.json.gz viewer.png --select aten::clone
+    python -m attn.profiling.viewer shot profiles/cpu-amd-epyc/naive/trace.json.gz viewer.png --select aten::clone
 """
 
 from __future__ import annotations
