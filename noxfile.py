@@ -57,9 +57,11 @@ def tests(session: nox.Session) -> None:
     """Run the test suite, including every runnable code block in README.md and docs/."""
     install(session, "test", "docs")
     fetch_viewer(session)
+    # --durations: the slowest tests, printed at the end of every run, so a slow one is seen.
     session.run(
-        "python", "-m", "pytest", "--codeblocks", "tests", "README.md", "docs", *session.posargs
-    )
+        "python", "-m", "pytest", "--codeblocks", "--durations=25", "tests", "README.md", "docs",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session

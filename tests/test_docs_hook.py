@@ -435,7 +435,13 @@ def test_speedup_marker_says_cannot_tell_or_which_is_faster(profiles):
     add_timing(
         profiles / "cpu",
         {"naive": (100e3, 95e3, 110e3), "sdpa_cudnn": (90e3, 85e3, 96e3)},
-        score_clone={"bytes": 2**20, "median_us": 10e3, "low_us": 9e3, "high_us": 11e3, "repeats": 9},
+        score_clone={
+            "bytes": 2**20,
+            "median_us": 10e3,
+            "low_us": 9e3,
+            "high_us": 11e3,
+            "repeats": 9,
+        },
     )
     out = expand("<!-- profile-speedup: naive sdpa_cudnn -->", "inplace.md", profiles)
     assert "`naive` ÷ `sdpa_cudnn`: **1.11× (0.99–1.29×)**" in out
@@ -647,3 +653,22 @@ def test_a_device_name_with_quotes_and_tags_is_shown_as_text(tmp_path):
     assert "b" not in reader.tags  # no element made of the name
     assert name in reader.labels  # the tab says it as it is
     assert any(name in t for t in reader.titles)
+
+
+def test_decoding_says_where_a_longer_cache_took_less_time():
+    def step(length, median, low, high):
+        return {"kind": "step", "impl": "way", "batch": 1, "cache_len": length,
+                "time_us": median, "low_us": low, "high_us": high}  # fmt: skip
+
+    grows = [step(64, 10.0, 9.0, 11.0), step(256, 20.0, 19.0, 21.0)]
+    assert hook.monotonic_lines(grows) == [
+        "Every way's step time grows with the cache (medians), at every batch."
+    ]
+    tie = hook.monotonic_lines([step(64, 10.0, 9.0, 12.0), step(256, 9.5, 8.0, 11.0)])
+    assert (
+        "- way, batch 1: cache 64 10.0 µs → cache 256 9.5 µs, within the interquartile" in tie[-1]
+    )
+    drop = hook.monotonic_lines(
+        [step(64, 27874.0, 27000.0, 29000.0), step(1024, 1194.0, 1100, 1300)]
+    )
+    assert "beyond both interquartile ranges" in drop[-1] and "cache 64 27.87 ms" in drop[-1]

@@ -591,7 +591,39 @@ def decoding_table(rows: list[dict]) -> str:
                 f"| {impl} | {lo['cache_len']} | {lo['bandwidth_ratio']:.2f} | {hi['cache_len']} "
                 f"| {hi['bandwidth_ratio']:.2f} | {lo['overhead_share']:.0%} |"
             )
+    every = [r for r in rows if r.get("kind") == "step"]
+    if every:
+        lines += ["", *monotonic_lines(every)]
     return "\n".join(lines)
+
+
+def monotonic_lines(steps: list[dict]) -> list[str]:
+    """Whether each way's step time grows with the cache; where a longer cache took less time, the
+    pair, and whether the drop is within the two interquartile ranges (a tie) or beyond them."""
+    drops = []
+    for key in dict.fromkeys((r["impl"], r["batch"]) for r in steps):
+        mine = sorted(
+            (r for r in steps if (r["impl"], r["batch"]) == key), key=lambda r: r["cache_len"]
+        )
+        for a, b in zip(mine, mine[1:], strict=False):
+            if b["time_us"] < a["time_us"]:
+                beyond = b.get("high_us", b["time_us"]) < a.get("low_us", a["time_us"])
+                drops.append((a, b, beyond))
+    if not drops:
+        return ["Every way's step time grows with the cache (medians), at every batch."]
+    lines = ["Where a longer cache took less time than a shorter one:", ""]
+    for a, b, beyond in drops:
+        why = (
+            "beyond both interquartile ranges: the shorter step was slowed by something other than "
+            "its cache (fixed costs, last column; the machine's load, above)"
+            if beyond
+            else "within the interquartile ranges: a tie, not a drop"
+        )
+        lines.append(
+            f"- {a['impl']}, batch {a['batch']}: cache {a['cache_len']} {time_text(a['time_us'])} → "
+            f"cache {b['cache_len']} {time_text(b['time_us'])}, {why}."
+        )
+    return lines
 
 
 def benchmark_table(rows: list[dict]) -> str:
