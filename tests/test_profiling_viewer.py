@@ -124,6 +124,16 @@ def test_a_missing_viewer_says_in_one_line_how_to_get_it(tmp_path, capsys):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_screenshots_in_a_session_share_one_browser(cache, chromium, tmp_path):
+    with viewer.session():
+        first = viewer.screenshot(TRACE, tmp_path / "a.png", select="aten::clone", width=320)
+        browser = viewer._sessions[-1]["browser"]
+        second = viewer.screenshot(TRACE, tmp_path / "b.png", select="aten::clone", width=320)
+        assert viewer._sessions[-1]["browser"] is browser and browser.is_connected()
+    assert first["selected"] == second["selected"] == "aten::clone"
+    assert not browser.is_connected() and not viewer._sessions  # closed with the session
+
+
 def test_screenshot_zooms_to_one_forward_with_the_clone_selected(cache, chromium):
     png = SHOTS / "naive-cpu-clone.png"
     facts = viewer.screenshot(TRACE, png, select="aten::clone")

@@ -93,11 +93,13 @@ def progress_bar(console: Console) -> Progress:
 def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
     """`profile(variant, its config)` for each named variant under a progress bar, then the set's
     files and a report; a variant that fails is reported and the others still run."""
+    from attn.profiling import viewer  # its own entry point too: imported when used
+
     folders, failed = [], []
     before = load_now()
     if busy := busy_line(load_over(before, before)):
         console.print(busy)
-    with progress_bar(console) as progress:
+    with progress_bar(console) as progress, viewer.session():  # one browser for every screenshot
         for i, name in enumerate(progress.track(names, description="profiling")):
             progress.update(progress.tasks[0].id, description=f"profiling {name}")
             start = time.perf_counter()
