@@ -1,21 +1,24 @@
-"""Wall time of calls, side by side, with torch.utils.benchmark: round by round, each call timed in
-turn (A, B, C, A, B, C, ...), until every median is known to a stated precision or a budget runs out.
+"""Wall time of calls, side by side: round by round, each call timed in turn (A, B, C, A, B, C, ...),
+until every median is known to a stated precision or a budget runs out.
 
 Interleaving spreads the machine's drift (other processes, clocks) over every call alike, so ratios
-between them are fair even where absolute times are noisy. `Timer.adaptive_autorange` times one
-statement until its spread is small, so it cannot interleave: each round takes one
-`blocked_autorange` per call instead, the rounds are merged with `Measurement.merge`, and the stop
-rule is adaptive_autorange's own (`Measurement.meets_confidence`). Speeds belong in benchmarks and
-in the timing pass, never in tests.
+between them are fair even where absolute times are noisy. The statistics are torch.utils.benchmark's
+`Measurement` (median, quartiles, and `meets_confidence`, the stop rule of `adaptive_autorange`), and
+the clock is its `timer`, which synchronises a GPU. Its `Timer` cannot do the rounds: it times one
+statement at a time, and each `blocked_autorange` or `timeit` first makes calls it discards (to size
+the block, or to warm up), which for a 100 ms forward doubles the work of every round. So each call's
+block size is set once, from a warm call, and every round times one block of each. Speeds belong in
+benchmarks and in the timing pass, never in tests.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 
 import torch
-from torch.utils import benchmark
+from torch.utils.benchmark import Measurement
+from torch.utils.benchmark.utils.common import TaskSpec
+from torch.utils.benchmark.utils.timer import timer as clock
 
 from attn.profiling.intervals import Timed
 from attn.variant import Variant
@@ -37,38 +40,48 @@ def measure(
 ) -> dict[str, Timed]:
     """Each call timed interleaved, round by round, warm: at least `min_rounds` rounds, then more
     until every call's interquartile range is within `precision` of its median or `budget_s` seconds
-    have gone, at most `max_rounds`. Runs with torch's thread count (Timer's default is one)."""
-    threads = torch.get_num_threads()
-    timers = {
-        label: benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, label=label)
-        for label, fn in calls.items()
-    }
-    rounds: dict[str, list[benchmark.Measurement]] = {label: [] for label in calls}
+    have gone, at most `max_rounds`. A block is as many calls as fill `block_s` (one at least)."""
+    if not calls:
+        return {}
+    # A block no longer than the budget allows for the least rounds: a small budget, small blocks.
+    block_s = max(min(block_s, budget_s / (min_rounds * len(calls))), 1e-4)
+    number, blocks = {}, {label: [] for label in calls}
     with torch.no_grad():
-        for fn in calls.values():  # warm: first calls build masks, compile, fill caches
+        for label, fn in calls.items():
+            fn()  # the first call builds masks, compiles, fills caches: not timed
+            begin = clock()
             fn()
-        start = time.perf_counter()
+            number[label] = max(1, int(block_s / max(clock() - begin, 1e-9)))
+        start = clock()
         for round_ in range(max_rounds):
-            for label, timer in timers.items():
-                rounds[label].append(timer.blocked_autorange(min_run_time=block_s))
-            merged = {label: benchmark.Measurement.merge(ms)[0] for label, ms in rounds.items()}
+            for label, fn in calls.items():
+                begin = clock()
+                for _ in range(number[label]):
+                    fn()
+                blocks[label].append(clock() - begin)
+            found = {label: _measurement(label, number[label], t) for label, t in blocks.items()}
             if round_ + 1 >= min_rounds and (
-                all(m.meets_confidence(precision) for m in merged.values())
-                or time.perf_counter() - start >= budget_s
+                all(m.meets_confidence(precision) for m in found.values())
+                or clock() - start >= budget_s
             ):
                 break
-    return {label: _timed(m, rounds[label]) for label, m in merged.items()}
+    return {label: _timed(m) for label, m in found.items()}
 
 
-def _timed(merged: benchmark.Measurement, rounds: list[benchmark.Measurement]) -> Timed:
+def _measurement(label: str, number: int, blocks: list[float]) -> Measurement:
+    spec = TaskSpec(stmt=label, setup="", num_threads=torch.get_num_threads())
+    return Measurement(number_per_run=number, raw_times=blocks, task_spec=spec)
+
+
+def _timed(m: Measurement) -> Timed:
     """Median and interquartile range of the blocks, in µs per call; repeats: blocks timed."""
-    calls = sum(m.number_per_run * len(m.raw_times) for m in rounds)
+    m._lazy_init()  # Measurement computes its quartiles on first use
     return Timed(
-        median_us=merged.median * 1e6,
-        low_us=merged._p25 * 1e6,  # Measurement keeps its quartiles; iqr is their difference
-        high_us=merged._p75 * 1e6,
-        repeats=len(merged.times),
-        calls=calls,
+        median_us=m.median * 1e6,
+        low_us=m._p25 * 1e6,  # the quartiles Measurement keeps; its iqr is their difference
+        high_us=m._p75 * 1e6,
+        repeats=len(m.times),
+        calls=len(m.times) * m.number_per_run,
     )
 
 
