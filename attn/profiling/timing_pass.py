@@ -24,6 +24,7 @@ from attn.profiling.config import ProfileConfig, config_for, default_config
 from attn.profiling.environment import busy_line, hardware_slug, load_now, load_over
 from attn.profiling.flags import positive
 from attn.profiling.intervals import INTERVAL
+from attn.profiling.overview import write_overview
 from attn.profiling.run import why_not_here
 from attn.profiling.timing import PRECISION, measure
 from attn.profiling.training import training_step
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = layout.hardware_dir(args.out, hardware_slug(dev))
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / layout.TIMING, result)
+    write_overview(folder)  # its bars are these medians now, with their ranges
     if (folder / layout.MANIFEST).is_file():
         layout.write_manifest(folder)
     print(f"timing: {len(result['rows'])} variants timed into {folder / layout.TIMING}")
