@@ -37,10 +37,13 @@ def measure(
     min_rounds: int = 5,
     max_rounds: int = 200,
     block_s: float = BLOCK_S,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Timed]:
     """Each call timed interleaved, round by round, warm: at least `min_rounds` rounds, then more
     until every call's interquartile range is within `precision` of its median or `budget_s` seconds
-    have gone, at most `max_rounds`. A block is as many calls as fill `block_s` (one at least)."""
+    have gone, at most `max_rounds`. A block is as many calls as fill `block_s` (one at least).
+    `progress` hears of each warm-up and of each round done."""
+    say = progress or (lambda _: None)
     if not calls:
         return {}
     # A block no longer than the budget allows for the least rounds: a small budget, small blocks.
@@ -48,6 +51,7 @@ def measure(
     number, blocks = {}, {label: [] for label in calls}
     with torch.no_grad():
         for label, fn in calls.items():
+            say(f"warming up {label}")
             fn()  # the first call builds masks, compiles, fills caches: not timed
             begin = clock()
             fn()
@@ -60,6 +64,7 @@ def measure(
                     fn()
                 blocks[label].append(clock() - begin)
             found = {label: _measurement(label, number[label], t) for label, t in blocks.items()}
+            say(f"round {round_ + 1} timed ({clock() - start:.0f} s)")
             if round_ + 1 >= min_rounds and (
                 all(m.meets_confidence(precision) for m in found.values())
                 or clock() - start >= budget_s

@@ -11,6 +11,7 @@ average before and after. Counts come from the profiled traces; the times the si
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 
 import torch
@@ -71,6 +72,18 @@ def score_clone(config: ProfileConfig) -> tuple[Callable[[], object], int]:
     return scores.clone, scores.nbytes
 
 
+def every(seconds: float, say: Callable[[str], None]) -> Callable[[str], None]:
+    """say(), at most once per `seconds`: a line a minute or more often, not one per round."""
+    last = [-seconds]
+
+    def maybe(text: str) -> None:
+        if time.monotonic() - last[0] >= seconds:
+            last[0] = time.monotonic()
+            say(f"timing: {text}")
+
+    return maybe
+
+
 def run(base: ProfileConfig, names: list[str], budget_s: float, say: Callable[[str], None]) -> dict:
     """Time every group of variants (their calls interleaved), each within its share of the budget."""
     before = load_now()
@@ -81,7 +94,7 @@ def run(base: ProfileConfig, names: list[str], budget_s: float, say: Callable[[s
         calls = calls_for(config, group)
         if "naive" in group:  # in the same rounds as the forwards it belongs to
             calls[SCORE_CLONE], nbytes = score_clone(config)
-        timed = measure(calls, budget_s=budget_s / len(found))
+        timed = measure(calls, budget_s=budget_s / len(found), progress=every(20.0, say))
         if SCORE_CLONE in timed:
             extras[SCORE_CLONE] = {"bytes": nbytes, **timed.pop(SCORE_CLONE).row()}
         for name, t in timed.items():
