@@ -25,7 +25,7 @@ from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig
 from attn.profiling.environment import device_name, is_gpu
-from attn.profiling.flags import positive, variant_name
+from attn.profiling.flags import positive, seconds, variant_name
 from attn.profiling.intervals import ratio
 from attn.profiling.plot import figure, save
 from attn.profiling.timing import measure, time_interleaved
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         help="default: every variant of the benchmark sweep that runs here",
     )  # fmt: skip
     parser.add_argument(
-        "--budget", type=float, default=None,
+        "--budget", type=seconds, default=None,
         help="seconds of timing per shape (default: 1.5 on a CPU, 3 on a GPU)",
     )  # fmt: skip
     args = parser.parse_args(argv)

@@ -23,7 +23,7 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.atomic import write_json
 from attn.profiling.config import ProfileConfig, config_for, default_config
 from attn.profiling.environment import busy_line, hardware_slug, load_now, load_over
-from attn.profiling.flags import positive
+from attn.profiling.flags import seconds
 from attn.profiling.intervals import INTERVAL
 from attn.profiling.overview import write_overview
 from attn.profiling.run import why_not_here
@@ -113,7 +113,7 @@ def run(base: ProfileConfig, names: list[str], budget_s: float, say: Callable[[s
 def main(argv: list[str] | None = None) -> int:
     p = sweeps.parser("attn.profiling.timing_pass", __doc__)
     p.add_argument(
-        "--budget", type=positive, default=30, help="seconds of timing, all groups (default 30)"
+        "--budget", type=seconds, default=30, help="seconds of timing, all groups (default 30)"
     )
     args = p.parse_args(argv)
     dev = args.device
