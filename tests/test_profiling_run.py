@@ -239,10 +239,15 @@ def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_go
     config = ProfileConfig(batch=1, heads=1, seq_q=16, seq_k=16, head_dim=300)
     for name in ("custom_cpu", "naive"):
         profile_variant(attn.get_variant(name), config, tmp_path)
-    custom = json.loads((tmp_path / "cpu/custom_cpu/summary.json").read_text())
+    custom = json.loads((tmp_path / hardware_slug("cpu") / "custom_cpu/summary.json").read_text())
     assert custom["available"] is False and "300" in custom["reason"]
     assert custom["shape"]["head_dim"] == 300  # labelled with the run that refused it
-    assert json.loads((tmp_path / "cpu/naive/summary.json").read_text())["available"] is True
+    assert (
+        json.loads((tmp_path / hardware_slug("cpu") / "naive/summary.json").read_text())[
+            "available"
+        ]
+        is True
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -271,9 +276,11 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
     out = tmp_path / "out"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(hanging), str(out)])
     deadline = time.monotonic() + 120
-    while not list(out.glob("cpu/.*/pid")) and time.monotonic() < deadline:
+    while not list(out.glob(f"{hardware_slug('cpu')}/.*/pid")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    (pid_file,) = out.glob("cpu/.*/pid")  # the scratch is beside the set, not in /tmp
+    (pid_file,) = out.glob(
+        f"{hardware_slug('cpu')}/.*/pid"
+    )  # the scratch is beside the set, not in /tmp
     parent.kill()
     parent.wait()
     child = int(pid_file.read_text())
@@ -284,7 +291,7 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
     failing.write_text("raise SystemExit(3)\n")
     with pytest.raises(ProfilingError):
         run_module.profile_example(attn.get_variant("naive"), [str(failing)], TINY, out)
-    assert not list((out / "cpu").glob(".*"))
+    assert not list((out / hardware_slug("cpu")).glob(".*"))
 
 
 @pytest.mark.parametrize(
