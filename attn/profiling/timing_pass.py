@@ -1,6 +1,6 @@
 """The timing pass: every variant of a set timed interleaved in one process, apart from the profiler.
 
-    python -m attn.profiling.timing_pass --out profiles [--device cuda] [--budget 60]
+    python -m attn.profiling.timing_pass --out profiles [--device cuda] [--budget 30]
 
 Writes `<out>/<hardware>/timing.json`: per variant and shape its `median_us`, `low_us` and `high_us`
 (the interquartile range of the timed blocks) and `repeats` (blocks timed), plus the clone of one
