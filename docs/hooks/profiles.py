@@ -125,14 +125,26 @@ def timed(hw: dict, name: str) -> dict | None:
     return ((hw.get("timing") or {}).get("variants") or {}).get(name)
 
 
+def timed_cell(t: dict | None) -> str | None:
+    """A timed row in a table cell: the median, its interquartile range small beneath it."""
+    if t is None:
+        return None
+    return f"{time_text(t['median_us'])}<br><small>{time_text(t['low_us'])}–{time_text(t['high_us'])}</small>"
+
+
+def ratio_cell(value: float, low: float, high: float, verdict: bool | None = True) -> str:
+    """A ratio in a table cell: its value, its range small beneath, and 'cannot tell' where said."""
+    tell = ", cannot tell" if verdict is None else ""
+    return f"{value:.2f}×<br><small>{low:.2f}–{high:.2f}×{tell}</small>"
+
+
 def speedup_text(base: dict | None, t: dict | None) -> str | None:
     """base's median ÷ t's, with the interval their interquartile ranges allow; 'cannot tell'
     where that interval holds 1 (neither is faster for sure)."""
     if base is None or t is None:
         return None
     value, low, high = intervals.ratio(base, t)
-    verdict = intervals.above(low, high)
-    return intervals.ratio_text(value, low, high) + (", cannot tell" if verdict is None else "")
+    return ratio_cell(value, low, high, intervals.above(low, high))
 
 
 def busy_line(hw: dict) -> str | None:
@@ -356,7 +368,7 @@ def render_compare(page: Page, *names: str) -> str:
         columns = columns or ["CPU time (profiled)"]
         # The timing pass's median and interquartile range first: the time to compare by.
         if any(timed(hw, n) for n in summaries):
-            read = {"time (median, IQR)": lambda n, s: timed_text(timed(hw, n))}
+            read = {"time (median, IQR)": lambda n, s: timed_cell(timed(hw, n))}
         else:
             read = {}
         read |= {c: (lambda n, s, c=c: COLUMNS[c](s)) for c in columns}
@@ -489,7 +501,7 @@ def render_glance(page: Page) -> str:
             name = f"`{s['variant']}`<br><small>{specs.spec(s['variant']).lesson}</small>"
             if specs.spec(s["variant"]).trains:  # a training step: forward and backward apart
                 b = s.get("backward") or {}
-                cells = [timed_text(timed(hw, s["variant"]))]
+                cells = [timed_cell(timed(hw, s["variant"]))]
                 cells += [_fmt(time_text, part.get(key)) for part in (s, b)]
                 kept = ("saved_for_backward_bytes", "peak_memory_step_bytes")
                 cells += [_fmt(bytes_text, b.get(k)) for k in kept]
@@ -499,14 +511,14 @@ def render_glance(page: Page) -> str:
             elif not s["available"]:
                 rows.append(_row([name, "not available here", *[None] * (len(head) - 2)]))
             elif setup_line(s) != common:
-                shown = timed_text(timed(hw, s["variant"])) if has_timing else COLUMNS[times[0]](s)
+                shown = timed_cell(timed(hw, s["variant"])) if has_timing else COLUMNS[times[0]](s)
                 cells = [COLUMNS[count](s), shown, COLUMNS["peak memory"](s)]
                 other.append(_row([name, setup_line(s), *cells]))
             else:
                 if has_timing:
                     mine = timed(hw, s["variant"])
                     speedup = speedup_text(timed(hw, ref), mine) if s["variant"] != ref else "1×"
-                    cells = [timed_text(mine), speedup]
+                    cells = [timed_cell(mine), speedup]
                 else:
                     cells = [COLUMNS[c](s) for c in times]
                 cells = [COLUMNS[count](s), *cells]
@@ -661,20 +673,20 @@ def benchmark_table(rows: list[dict]) -> str:
             else ""
         ),
         "",
-        f"| variant | dtype | seq × head_dim | causal | time | ÷ {specs.BENCHMARK_BASELINE} |"
+        f"| variant | dtype, seq × head_dim | time | ÷ {specs.BENCHMARK_BASELINE} |"
         + (" × ceiling |" if ceilings else ""),
-        "|---|---|--:|---|--:|--:|" + ("--:|" if ceilings else ""),
+        "|---|--:|--:|--:|" + ("--:|" if ceilings else ""),
     ]
-    for r in mine:
-        causal = "yes" if r["is_causal"] else "no"
-        shape = f"{r['seq']} × {r['head_dim']}"
-        cells = [f"`{r['variant']}`", r.get("dtype", "?"), shape, causal]
+    for r in mine:  # the shape in one column: the table fits a page's column at 1280 px
+        masking = "causal" if r["is_causal"] else "full"
+        shape = f"{r.get('dtype', '?')}<br><small>{r['seq']} × {r['head_dim']}, {masking}</small>"
+        cells = [f"`{r['variant']}`", shape]
         if "low_us" in r:
-            cells.append(timed_text({**r, "median_us": r["time_us"]}))
+            cells.append(timed_cell({**r, "median_us": r["time_us"]}))
         else:
             cells.append(time_text(r["time_us"]))
         if "ratio_low" in r:
-            cells.append(intervals.ratio_text(r["ratio_to_flash"], r["ratio_low"], r["ratio_high"]))
+            cells.append(ratio_cell(r["ratio_to_flash"], r["ratio_low"], r["ratio_high"]))
         else:
             cells.append(f"{r['ratio_to_flash']:.2f}")
         if ceilings:
