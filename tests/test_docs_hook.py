@@ -677,7 +677,12 @@ def test_decoding_says_where_a_longer_cache_took_less_time():
     assert (
         "- way, batch 1: cache 64 10.0 µs → cache 256 9.5 µs, within the interquartile" in tie[-1]
     )
-    drop = hook.monotonic_lines(
-        [step(64, 27874.0, 27000.0, 29000.0), step(1024, 1194.0, 1100, 1300)]
-    )
-    assert "beyond both interquartile ranges" in drop[-1] and "cache 64 27.87 ms" in drop[-1]
+    slow = [step(64, 27874.0, 27000.0, 29000.0), step(1024, 1194.0, 1100, 1300)]
+    drop = hook.monotonic_lines(slow)
+    assert "beyond both interquartile ranges, as for every way" in drop[-1]
+    assert "cache 64 27.87 ms" in drop[-1]
+    other = [
+        {**r, "impl": "other"} for r in grows
+    ]  # a second way that grew: this drop is the way's
+    alone = hook.monotonic_lines(slow + other)
+    assert "for this way alone" in alone[-1] and len(alone) == 3

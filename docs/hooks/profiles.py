@@ -611,7 +611,9 @@ def decoding_table(rows: list[dict]) -> str:
 
 def monotonic_lines(steps: list[dict]) -> list[str]:
     """Whether each way's step time grows with the cache; where a longer cache took less time, the
-    pair, and whether the drop is within the two interquartile ranges (a tie) or beyond them."""
+    pair, and whether the drop is within the two interquartile ranges (a tie) or beyond them; a drop
+    every way makes between the same two caches is the moment they were timed at (all ways are timed
+    in the same rounds), not the cache."""
     drops = []
     for key in dict.fromkeys((r["impl"], r["batch"]) for r in steps):
         mine = sorted(
@@ -623,14 +625,24 @@ def monotonic_lines(steps: list[dict]) -> list[str]:
                 drops.append((a, b, beyond))
     if not drops:
         return ["Every way's step time grows with the cache (medians), at every batch."]
+    ways = {r["impl"] for r in steps}
+    pair = lambda a, b: (a["batch"], a["cache_len"], b["cache_len"])  # noqa: E731
+    beyond_at = [pair(a, b) for a, b, beyond in drops if beyond]
+    everyone = {p for p in beyond_at if beyond_at.count(p) == len(ways)}
     lines = ["Where a longer cache took less time than a shorter one:", ""]
     for a, b, beyond in drops:
-        why = (
-            "beyond both interquartile ranges: the shorter step was slowed by something other than "
-            "its cache (fixed costs, last column; the machine's load, above)"
-            if beyond
-            else "within the interquartile ranges: a tie, not a drop"
-        )
+        if not beyond:
+            why = "within the interquartile ranges: a tie, not a drop"
+        elif pair(a, b) in everyone:
+            why = (
+                "beyond both interquartile ranges, as for every way at these two caches: the "
+                "shorter cache was timed at a slow moment of the machine (its load, above)"
+            )
+        else:
+            why = (
+                "beyond both interquartile ranges, for this way alone: its shorter step was slowed "
+                "by something other than its cache (fixed costs, last column)"
+            )
         lines.append(
             f"- {a['impl']}, batch {a['batch']}: cache {a['cache_len']} {time_text(a['time_us'])} → "
             f"cache {b['cache_len']} {time_text(b['time_us'])}, {why}."
