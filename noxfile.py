@@ -57,20 +57,24 @@ def tests(session: nox.Session) -> None:
     """Run the test suite, including every runnable code block in README.md and docs/."""
     install(session, "test", "docs")
     fetch_viewer(session)
+    # --durations: the slowest tests, printed at the end of every run, so a slow one is seen.
     session.run(
-        "python", "-m", "pytest", "--codeblocks", "tests", "README.md", "docs", *session.posargs
-    )
+        "python", "-m", "pytest", "--codeblocks", "--durations=25", "tests", "README.md", "docs",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session
 def profile_examples(session: nox.Session) -> None:
-    """Run every example under the profiler into profiles/<hardware>/, then the sweeps (scaling,
-    decoding, training, and the benchmark of the custom kernels against SDPA), then build the site."""
+    """Run every example under the profiler into profiles/<hardware>/, then the timing pass and the
+    sweeps (scaling, decoding, training, and the benchmark of the custom kernels against SDPA), then
+    build the site."""
     install(session, "docs", "viewer")
     fetch_viewer(session)
     # Every variant's example (attn/specs.py names each script and its flags), then the sweeps.
     session.run("python", "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs)
     for sweep in (
+        "attn.profiling.timing_pass",  # the times the site shows: every variant, interleaved
         "attn.profiling.scaling",
         "attn.profiling.decoding",
         "attn.profiling.training",

@@ -44,18 +44,18 @@ FAKE_GPU_SLUG, FAKE_GPU_NAME = "nvidia-test-gpu", "NVIDIA Test GPU"
 def built_site(tmp_path_factory):
     """`mkdocs build --strict` of the docs from a copy of profiles/ plus a second, fake GPU set.
 
-    The fake set is profiles/cpu/ relabelled as a GPU, so every profile marker renders two tabs.
+    The fake set is profiles/cpu-amd-epyc/ relabelled as a GPU, so every profile marker renders two tabs.
     Returns the site folder (sitemaps, search index and all).
     """
     root = Path(__file__).resolve().parents[1]
-    if not (root / "profiles/cpu").is_dir():
-        pytest.skip("no profiles/cpu/ in this checkout: nothing to build the site from")
+    if not (root / "profiles/cpu-amd-epyc").is_dir():
+        pytest.skip("no profiles/cpu-amd-epyc/ in this checkout: nothing to build the site from")
     work = tmp_path_factory.mktemp("built_site")
     profiles = work / "profiles"
     shutil.copytree(root / "profiles", profiles)
     fake = profiles / FAKE_GPU_SLUG
     if not fake.exists():
-        shutil.copytree(root / "profiles/cpu", fake)
+        shutil.copytree(root / "profiles/cpu-amd-epyc", fake)
         env_path = fake / "environment.json"
         env = json.loads(env_path.read_text()) if env_path.exists() else {}
         env.update(device_type="cuda", device_name=FAKE_GPU_NAME, hardware=FAKE_GPU_SLUG)

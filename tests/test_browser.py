@@ -398,7 +398,7 @@ def test_hardware_tabs_switch(site_url, page):
     labels.nth(1).click()
     cpu.wait_for(state="visible")
     assert not gpu.is_visible()
-    assert "/profiles/cpu/naive/" in cpu.get_attribute("src")
+    assert "/profiles/cpu-amd-epyc/naive/" in cpu.get_attribute("src")
 
 
 def test_search_finds_memcpy(site_url, page):

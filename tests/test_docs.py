@@ -187,23 +187,23 @@ def test_generated_tabs_never_merge_with_prose_tabs(site, page):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_built_pages_show_the_cpu_profile(site, page):
-    if not (ROOT / "profiles/cpu/environment.json").exists():
-        pytest.skip("no profiles/cpu/ in this checkout yet")
+    if not (ROOT / "profiles/cpu-amd-epyc/environment.json").exists():
+        pytest.skip("no profiles/cpu-amd-epyc/ in this checkout yet")
     raw, _ = page_text(site, page)
     assert re.search(r"<td><code>(aten|attn)::", raw), f"{page}: no profiler table"
-    assert re.search(r'<img [^>]*src="\.\./profiles/cpu/[^"]+/timeline\.svg"', raw), (
+    assert re.search(r'<img [^>]*src="\.\./profiles/cpu-amd-epyc/[^"]+/timeline\.svg"', raw), (
         f"{page}: no timeline"
     )
-    assert (site / "profiles/cpu/naive/trace.json.gz").exists()
+    assert (site / "profiles/cpu-amd-epyc/naive/trace.json.gz").exists()
 
 
 def test_at_a_glance_lists_every_variant_available_on_cpu(site):
-    if not (ROOT / "profiles/cpu/environment.json").exists():
-        pytest.skip("no profiles/cpu/ in this checkout yet")
+    if not (ROOT / "profiles/cpu-amd-epyc/environment.json").exists():
+        pytest.skip("no profiles/cpu-amd-epyc/ in this checkout yet")
     raw, _ = page_text(site, "at-a-glance")
     available = [
         p.parent.name
-        for p in sorted((ROOT / "profiles/cpu").glob("*/summary.json"))
+        for p in sorted((ROOT / "profiles/cpu-amd-epyc").glob("*/summary.json"))
         if json.loads(p.read_text())["available"]
     ]
     assert {"naive", "inplace", "sdpa_flash", "custom_cpu"} <= set(available)
@@ -212,9 +212,9 @@ def test_at_a_glance_lists_every_variant_available_on_cpu(site):
             rf"<tr>\s*<td><code>{name}</code><br ?/?><small>[^<]*</small></td>(.*?)</tr>", raw, re.S
         )
         assert any(re.search(r"\d+\.\d+ ms", row) for row in rows), f"no row with a time: {name}"
-    assert re.search(r'<img [^>]*src="\.\./profiles/cpu/overview\.svg"', raw)
-    figures = json.loads((ROOT / "profiles/cpu/index.json").read_text())["figures"]
-    scaling = re.search(r'<img [^>]*src="\.\./profiles/cpu/scaling\.svg"', raw)
+    assert re.search(r'<img [^>]*src="\.\./profiles/cpu-amd-epyc/overview\.svg"', raw)
+    figures = json.loads((ROOT / "profiles/cpu-amd-epyc/index.json").read_text())["figures"]
+    scaling = re.search(r'<img [^>]*src="\.\./profiles/cpu-amd-epyc/scaling\.svg"', raw)
     assert bool(scaling) == ("scaling" in figures), "the scaling figure is shown when it exists"
 
 

@@ -392,17 +392,85 @@ def test_glance_marker_tabulates_every_variant_with_speedup_and_its_specs_lesson
     out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
     lesson = specs.spec("naive").lesson  # the summaries carry no lesson: the spec does
-    assert (
-        f"| `naive`<br><small>{lesson}</small> | 5 | 1.23 ms | 456.0 µs | 1.00× | 3.0 MiB |" in gpu
-    )
-    assert f"Speedup: {specs.REFERENCE}'s time ÷ the variant's" in gpu
-    assert "| kernels | CPU time | device time | speedup | peak memory |" in gpu
+    # No timing pass in these sets: the profiler's means, labelled so, and no speedup.
+    assert f"| `naive`<br><small>{lesson}</small> | 5 | 1.23 ms | 456.0 µs | 3.0 MiB |" in gpu
+    assert "| kernels | CPU time (profiled) | device time (profiled) | peak memory |" in gpu
+    assert "no timing pass in this set, so no spread and no speedup" in gpu
     assert "(profiles/nvidia-h200/overview.svg)" in gpu
     assert (
-        f"`sdpa_cudnn`<br><small>{specs.spec('sdpa_cudnn').lesson}</small> | not available here | – | – | – |"
+        f"`sdpa_cudnn`<br><small>{specs.spec('sdpa_cudnn').lesson}</small> | not available here | – | – |"
         in cpu
     )
-    assert "| ATen ops | CPU time | speedup |" in cpu and "device time" not in cpu
+    assert "| ATen ops | CPU time (profiled) | peak memory |" in cpu and "device time" not in cpu
+
+
+def add_timing(folder: Path, rows: dict, **extra) -> None:
+    """A timing.json beside the set: {variant: (median, low, high)}."""
+    timed = [
+        {"variant": v, "median_us": m, "low_us": lo, "high_us": hi, "repeats": 20}
+        for v, (m, lo, hi) in rows.items()
+    ]
+    _write(folder / layout.TIMING, {"interval": "interquartile range", "rows": timed, **extra})
+    layout.write_manifest(folder)
+    sets.hardware_sets.cache_clear()
+
+
+def test_glance_with_a_timing_pass_shows_intervals_and_cannot_tell_on_overlap(profiles):
+    (profiles / "cpu/inplace").mkdir()
+    naive = json.loads((profiles / "cpu/naive/summary.json").read_text())
+    _write(profiles / "cpu/inplace/summary.json", {**naive, "variant": "inplace"})
+    add_timing(profiles / "cpu", {"naive": (100e3, 95e3, 110e3), "inplace": (90e3, 85e3, 96e3)})
+    out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    cpu = out[out.index('"CPU"\n') :]
+    assert "| ATen ops | time (median, IQR) | speedup | peak memory |" in cpu
+    assert "| 100.00 ms<br><small>95.00 ms–110.00 ms</small> | 1× |" in cpu  # the reference itself
+    # inplace's range (85-96 ms) overlaps naive's (95-110 ms): the speedup cannot tell
+    cell = "| 90.00 ms<br><small>85.00 ms–96.00 ms</small> | 1.11×<br><small>0.99–1.29×, cannot tell</small> |"
+    assert cell in cpu
+    add_timing(profiles / "cpu", {"naive": (100e3, 98e3, 102e3), "inplace": (90e3, 89e3, 91e3)})
+    apart = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    assert "| 1.11×<br><small>1.08–1.15×</small> |" in apart and "interquartile range" in apart
+
+
+def test_speedup_marker_says_cannot_tell_or_which_is_faster(profiles):
+    add_timing(
+        profiles / "cpu",
+        {"naive": (100e3, 95e3, 110e3), "sdpa_cudnn": (90e3, 85e3, 96e3)},
+        score_clone={
+            "bytes": 2**20,
+            "median_us": 10e3,
+            "low_us": 9e3,
+            "high_us": 11e3,
+            "repeats": 9,
+        },
+    )
+    out = expand("<!-- profile-speedup: naive sdpa_cudnn -->", "inplace.md", profiles)
+    assert "`naive` ÷ `sdpa_cudnn`: **1.11× (0.99–1.29×)**" in out
+    assert "Cannot tell which is faster: the interval holds 1×." in out
+    assert "The clone of one score matrix (1.0 MiB)" in out and "10% of `naive`'s median" in out
+    add_timing(profiles / "cpu", {"naive": (100e3, 98e3, 102e3), "sdpa_cudnn": (90e3, 89e3, 91e3)})
+    out = expand("<!-- profile-speedup: naive sdpa_cudnn -->", "inplace.md", profiles)
+    assert "`sdpa_cudnn` is faster: the whole interval is above 1×." in out
+    none = expand("<!-- profile-speedup: naive sdpa_flash -->", "inplace.md", profiles)
+    assert "Not profiled yet" in none
+
+
+def test_a_timing_row_out_of_order_fails_the_build_in_one_line(profiles):
+    add_timing(profiles / "cpu", {"naive": (100e3, 120e3, 130e3)})
+    with pytest.raises(PluginError, match=r"timing\.json: naive: expected 0 < low_us"):
+        expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+
+
+def test_a_busy_set_is_stamped_on_its_tab(profiles):
+    env = json.loads((profiles / "cpu/environment.json").read_text())
+    load = {"load_avg_before": [3.5, 1, 1], "load_avg_after": [4.0, 2, 1], "cpu_count": 2,
+            "busy": True}  # fmt: skip
+    _write(profiles / "cpu/environment.json", {**env, "load": load})
+    sets.hardware_sets.cache_clear()
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
+    cpu = out[out.index('"CPU"\n') :]
+    assert "**Busy machine:** a load average of 4.00 on 2 cores" in cpu
+    assert "Busy machine" not in out[: out.index('"CPU"\n')]
 
 
 def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
@@ -417,9 +485,10 @@ def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
 def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     add_benchmark(profiles / "cpu", BENCH)
     out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
-    head = f"| variant | dtype | seq × head_dim | causal | time | ÷ {specs.BENCHMARK_BASELINE} |"
+    head = f"| variant | dtype, seq × head_dim | time | ÷ {specs.BENCHMARK_BASELINE} |"
     assert head in out
-    assert "| `custom_cpu` | float32 | 512 × 64 | yes | 150.0 µs | 0.75 |" in out
+    shape = "float32<br><small>512 × 64, causal</small>"
+    assert f"| `custom_cpu` | {shape} | 150.0 µs | 0.75 |" in out
     assert "Batch × heads: 1 × 8." in out  # the same for every row: said once, above
     assert "`inplace` |" not in out  # only our kernels get a ratio row
     assert "Vector ISA" not in out  # a run from before benchmark.json recorded it
@@ -427,6 +496,20 @@ def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
     out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
     assert "Vector ISA of this run: AVX2 (`torch.backends.cpu.get_cpu_capability()`)" in out
     assert "and so did `custom_cpu`" in out
+    timed = [
+        {**r, "low_us": r["time_us"] * 0.9, "high_us": r["time_us"] * 1.1, "matmul_tflops": 0.5,
+         "cpu_capability": "AVX2",
+         "ceiling_share": 0.2, **({"ratio_low": 0.61, "ratio_high": 0.92} if "ratio_to_flash" in r else {})}
+        for r in BENCH
+    ]  # fmt: skip
+    add_benchmark(profiles / "cpu", timed)
+    out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
+    assert "matmul ceiling, a large `torch.mm` timed in the same run: 0.5 TFLOP/s in float32" in out
+    row = (
+        "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
+        "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"
+    )
+    assert row in out
 
 
 def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp_path):
@@ -468,15 +551,19 @@ def add_training_step(folder: Path) -> None:
 def test_a_training_step_shows_its_backward_apart(profiles):
     add_training_step(profiles / "cpu")
     out = expand("<!-- profile: train_naive -->", "training.md", profiles)
-    assert "**Per backward:** 2.47 ms CPU time · 78 ATen ops · 1.0 MiB peak memory · " in out
+    assert (
+        "**Per backward:** 2.47 ms CPU time (profiled) · 78 ATen ops · 1.0 MiB peak memory · "
+        in out
+    )
     assert "5.0 MiB saved for it · 7.0 MiB peak of the step" in out
     assert "trace viewer, one attn_bwd" in out and 'data-trace-range="attn_bwd"' in out
     glance = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     lesson = specs.spec("train_naive").lesson
     name = f"`train_naive`<br><small>{lesson}</small>"
-    assert f"| {name} | 1.23 ms | 2.47 ms | 5.0 MiB | 7.0 MiB |" in glance
-    assert "| forward | backward | saved for backward | peak of the step |" in glance
-    assert "Training steps: the CPU time of the forward" in glance
+    assert f"| {name} | – | 1.23 ms | 2.47 ms | 5.0 MiB | 7.0 MiB |" in glance  # no timing pass
+    head = "| step (median, IQR) | forward (profiled) | backward (profiled) | saved for backward |"
+    assert head in glance
+    assert "Training steps: a whole step timed" in glance
     assert f"| {name} | 45 |" not in glance  # not among the forwards
 
 
@@ -581,3 +668,27 @@ def test_a_device_name_with_quotes_and_tags_is_shown_as_text(tmp_path):
     assert "b" not in reader.tags  # no element made of the name
     assert name in reader.labels  # the tab says it as it is
     assert any(name in t for t in reader.titles)
+
+
+def test_decoding_says_where_a_longer_cache_took_less_time():
+    def step(length, median, low, high):
+        return {"kind": "step", "impl": "way", "batch": 1, "cache_len": length,
+                "time_us": median, "low_us": low, "high_us": high}  # fmt: skip
+
+    grows = [step(64, 10.0, 9.0, 11.0), step(256, 20.0, 19.0, 21.0)]
+    assert hook.monotonic_lines(grows) == [
+        "Every way's step time grows with the cache (medians), at every batch."
+    ]
+    tie = hook.monotonic_lines([step(64, 10.0, 9.0, 12.0), step(256, 9.5, 8.0, 11.0)])
+    assert (
+        "- way, batch 1: cache 64 10.0 µs → cache 256 9.5 µs, within the interquartile" in tie[-1]
+    )
+    slow = [step(64, 27874.0, 27000.0, 29000.0), step(1024, 1194.0, 1100, 1300)]
+    drop = hook.monotonic_lines(slow)
+    assert "beyond both interquartile ranges, as for every way" in drop[-1]
+    assert "cache 64 27.87 ms" in drop[-1]
+    other = [
+        {**r, "impl": "other"} for r in grows
+    ]  # a second way that grew: this drop is the way's
+    alone = hook.monotonic_lines(slow + other)
+    assert "for this way alone" in alone[-1] and len(alone) == 3

@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def profiles(tmp_path):
-    if not (ROOT / "profiles/cpu/index.json").is_file():
-        pytest.skip("no committed profiles/cpu/ set here")
+    if not (ROOT / "profiles/cpu-amd-epyc/index.json").is_file():
+        pytest.skip("no committed profiles/cpu-amd-epyc/ set here")
     root = tmp_path / "profiles"
-    shutil.copytree(ROOT / "profiles/cpu", root / "cpu")
+    shutil.copytree(ROOT / "profiles/cpu-amd-epyc", root / "cpu")
     return root
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from attn.profiling.environment import hardware_slug
 from attn.traces import layout
 from attn.traces.atomic import atomic_folder, remove_stale_scratch, replace_file, write_json
 
@@ -121,7 +122,7 @@ def test_two_runs_into_one_folder_end_with_one_consistent_set(tmp_path):
     for proc in (first, second):
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
-    cpu = tmp_path / "cpu"
+    cpu = tmp_path / hardware_slug("cpu")
     manifest = json.loads((cpu / "index.json").read_text())
     assert set(manifest["variants"]) == {"naive", "inplace"}
     assert not [p for p in cpu.iterdir() if p.name.startswith(".")]
@@ -134,14 +135,14 @@ def test_two_runs_into_one_folder_end_with_one_consistent_set(tmp_path):
 def test_sigterm_ends_a_run_without_a_traceback_and_leaves_no_scratch(tmp_path):
     proc = run_cli(tmp_path, "naive", "inplace", "sdpa_math", "sdpa_flash")
     deadline = time.monotonic() + 300
-    while not list(tmp_path.glob("cpu/.*")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob(f"{hardware_slug('cpu')}/.*")) and time.monotonic() < deadline:
         if proc.poll() is not None:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     assert "Traceback" not in err
-    cpu = tmp_path / "cpu"
+    cpu = tmp_path / hardware_slug("cpu")
     assert not cpu.exists() or not [p for p in cpu.iterdir() if p.name.startswith(".")]
 
 

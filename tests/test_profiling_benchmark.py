@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from attn.profiling import benchmark
+from attn.profiling.environment import hardware_slug
 
 
 def test_flops_count_two_matmuls_and_halve_for_causal():
@@ -26,7 +27,8 @@ def test_ratios_compare_custom_variants_with_flash_in_the_same_configuration():
     assert only["variant"] == "custom_cpu" and only["ratio_to_flash"] == pytest.approx(0.75)
 
 
-def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys):
+def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(benchmark.MATMUL_N, "cpu", 64)  # a small ceiling: the fields, not the rate
     argv = [
         "--out",
         str(tmp_path),
@@ -36,27 +38,35 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys):
         "64",
         "--head-dims",
         "32",
-        "--repeats",
-        "1",
+        "--budget",
+        "0.01",
         "--causal-only",
     ]
     assert benchmark.main(argv) == 0
-    rows = json.loads((tmp_path / "cpu" / "benchmark.json").read_text())
+    rows = json.loads((tmp_path / hardware_slug("cpu") / "benchmark.json").read_text())
     variants = {"custom_cpu", "sdpa_flash", "sdpa_math", "inplace"}
     # The CPU grid's dtypes, each with every variant.
     assert {(r["variant"], r["dtype"]) for r in rows} == {
         (v, d) for v in variants for d in ("float32", "bfloat16")
     }
     assert all(r["time_us"] > 0 and r["tflops"] > 0 and r["is_causal"] for r in rows)
+    # Each time with its interval; each row's FLOP/s as a share of the matmul ceiling of its dtype.
+    assert all(0 < r["low_us"] <= r["time_us"] <= r["high_us"] and r["repeats"] >= 1 for r in rows)
+    assert all(r["ceiling_share"] == pytest.approx(r["tflops"] / r["matmul_tflops"], rel=0.01)
+               for r in rows)  # fmt: skip
     # Which vector ISA torch's kernels (and custom_cpu's softmax) ran with, in every row.
     assert {r["cpu_capability"] for r in rows} == {torch.backends.cpu.get_cpu_capability()}
-    assert "bfloat16, head_dim 32, causal" in (tmp_path / "cpu" / "benchmark.svg").read_text()
+    assert (
+        "bfloat16, head_dim 32, causal"
+        in (tmp_path / hardware_slug("cpu") / "benchmark.svg").read_text()
+    )
     assert "custom_cpu" in capsys.readouterr().out
     for dtype in ("float32", "bfloat16"):
         (custom,) = [r for r in rows if r["variant"] == "custom_cpu" and r["dtype"] == dtype]
         (flash,) = [r for r in rows if r["variant"] == "sdpa_flash" and r["dtype"] == dtype]
         ratio = custom["time_us"] / flash["time_us"]
         assert custom["ratio_to_flash"] == pytest.approx(ratio, rel=1e-2)
+        assert custom["ratio_low"] <= custom["ratio_to_flash"] <= custom["ratio_high"]
         assert (custom["batch"], custom["heads"]) == (1, 8)  # the shape is stated in every row
 
 
@@ -66,7 +76,7 @@ def test_tflops_of_a_slow_run_is_not_rounded_to_zero():
 
 
 @pytest.mark.parametrize(
-    "argv", [["--seqs", "0"], ["--seqs", "-5"], ["--repeats", "0"], ["--device", "meta"]]
+    "argv", [["--seqs", "0"], ["--seqs", "-5"], ["--budget", "x"], ["--device", "meta"]]
 )
 def test_bad_values_are_refused_in_one_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -75,10 +85,10 @@ def test_bad_values_are_refused_in_one_line(argv, capsys):
 
 
 def test_no_runnable_variant_leaves_the_previous_rows(tmp_path, capsys):
-    rows = tmp_path / "cpu" / "benchmark.json"
+    rows = tmp_path / hardware_slug("cpu") / "benchmark.json"
     rows.parent.mkdir()
     rows.write_text('[{"variant": "kept"}]\n')
     argv = ["--out", str(tmp_path), "--device", "cpu", "--variants", "sdpa_efficient"]
-    assert benchmark.main([*argv, "--seqs", "64", "--head-dims", "32", "--repeats", "1"]) == 1
+    assert benchmark.main([*argv, "--seqs", "64", "--head-dims", "32", "--budget", "0.01"]) == 1
     assert rows.read_text() == '[{"variant": "kept"}]\n'
     assert "sdpa_efficient" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from attn.profiling.cli import config_from, main, parser
+from attn.profiling.environment import hardware_slug
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16", "--no-screenshot"]
@@ -84,7 +85,7 @@ def test_run_profiles_the_named_variants(tmp_path):
         *TINY,
     ]
     assert main(argv) == 0
-    cpu = tmp_path / "cpu"
+    cpu = tmp_path / hardware_slug("cpu")
     assert (cpu / "environment.json").exists() and (cpu / "index.json").exists()
     assert json.loads((cpu / "sdpa_flash" / "summary.json").read_text())["available"]
     assert not json.loads((cpu / "sdpa_efficient" / "summary.json").read_text())["available"]
@@ -101,7 +102,9 @@ def test_example_runs_the_script_and_analyses_its_trace(tmp_path):
         *TINY,
     ]
     assert main(argv) == 0
-    summary = json.loads((tmp_path / "cpu" / "sdpa_math" / "summary.json").read_text())
+    summary = json.loads(
+        (tmp_path / hardware_slug("cpu") / "sdpa_math" / "summary.json").read_text()
+    )
     assert summary["shape"]["seq_q"] == 32 and all(c["holds"] is True for c in summary["claims"])
 
 
@@ -121,7 +124,7 @@ def test_recheck_reports_and_fixes_a_stale_claim(tmp_path):
         )
         == 0
     )
-    path = tmp_path / "cpu" / "naive" / "summary.json"
+    path = tmp_path / hardware_slug("cpu") / "naive" / "summary.json"
     summary = json.loads(path.read_text())
     fresh = summary["claims"]
     path.write_text(json.dumps({**summary, "claims": [{**fresh[0], "holds": False}]}))
@@ -213,7 +216,7 @@ def committed_set(tmp_path_factory):
     cpu = root / "cpu"
     cpu.mkdir()
     for name in ("naive", "inplace", "environment.json"):
-        source = ROOT / "profiles" / "cpu" / name
+        source = ROOT / "profiles" / "cpu-amd-epyc" / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, cpu / name)
     assert main(["recheck", str(root)]) == 0  # its manifest and diff, for these two
     assert main(["recheck", str(root), "--check"]) == 0

@@ -22,6 +22,7 @@ from attn.profiling.decoding import (
     sweep,
     write,
 )
+from attn.profiling.environment import hardware_slug
 
 TINY = dict(heads=4, kv_heads=2, head_dim=16, probe_bytes=2**20, matmul_n=32, budget_s=0.001)
 
@@ -84,7 +85,7 @@ def test_threads_are_restored():
 
 def test_write_puts_json_and_a_readable_svg(tmp_path, rows):
     folder = write(tmp_path, "cpu", rows)
-    assert folder == tmp_path / "cpu"
+    assert folder == tmp_path / hardware_slug("cpu")
     assert json.loads((folder / "decoding.json").read_text()) == json.loads(json.dumps(rows))
     svg = (folder / "decoding.svg").read_text()
     assert 'width="518.4pt"' in svg  # 7.2 in at 72 pt per inch
@@ -157,8 +158,8 @@ def test_command_line_writes_both_files(tmp_path, monkeypatch, capsys):
     argv = ["--out", str(tmp_path), "--device", "cpu", "--lengths", "8", "--batches", "1",
             "--threads", "1"]  # fmt: skip
     assert decoding.main(argv) == 0
-    assert (tmp_path / "cpu" / "decoding.json").is_file()
-    assert (tmp_path / "cpu" / "decoding.svg").is_file()
+    assert (tmp_path / hardware_slug("cpu") / "decoding.json").is_file()
+    assert (tmp_path / hardware_slug("cpu") / "decoding.svg").is_file()
     assert "copy ceiling" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         decoding.main(["--lengths", "0"])

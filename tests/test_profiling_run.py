@@ -16,6 +16,7 @@ import attn
 from attn import specs
 from attn.profiling import run as run_module
 from attn.profiling.config import ProfileConfig
+from attn.profiling.environment import hardware_slug
 from attn.profiling.run import ProfilingError, finish_set, profile_variant
 from attn.traces import analyze as analyze_module
 from attn.traces.scrub import scrub_trace
@@ -50,7 +51,7 @@ def naive_folder(tmp_path_factory):
 
 
 def test_folder_has_every_artifact(naive_folder):
-    assert naive_folder.name == "naive" and naive_folder.parent.name == "cpu"
+    assert naive_folder.name == "naive" and naive_folder.parent.name == hardware_slug("cpu")
     assert {p.name for p in naive_folder.iterdir()} == FILES
 
 
@@ -153,7 +154,9 @@ def test_failure_leaves_previous_artifacts_intact(tmp_path, monkeypatch):
     with pytest.raises(ProfilingError, match="inplace.*disk full"):
         profile_variant(attn.get_variant("inplace"), TINY, tmp_path)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["inplace"]  # no scratch left behind
+    assert [p.name for p in (tmp_path / hardware_slug("cpu")).iterdir()] == [
+        "inplace"
+    ]  # no scratch left behind
 
 
 def test_first_failure_leaves_nothing(tmp_path, monkeypatch):
@@ -162,14 +165,20 @@ def test_first_failure_leaves_nothing(tmp_path, monkeypatch):
     )
     with pytest.raises(ProfilingError, match="naive"):
         profile_variant(attn.get_variant("naive"), TINY, tmp_path)
-    assert not (tmp_path / "cpu").exists() or list((tmp_path / "cpu").iterdir()) == []
+    assert (
+        not (tmp_path / hardware_slug("cpu")).exists()
+        or list((tmp_path / hardware_slug("cpu")).iterdir()) == []
+    )
 
 
 def test_environment_names_the_machine(tmp_path):
     env = json.loads((finish_set(tmp_path, "cpu") / "environment.json").read_text())
-    assert env["hardware"] == "cpu" and env["device_type"] == "cpu"
+    assert env["hardware"] == hardware_slug("cpu") and env["device_type"] == "cpu"
     assert env["threads"] >= 1 and env["torch_version"]
     assert env["cuda_version"] is None
+    load = {"load_avg_before": [0.5, 0.5, 0.5], "busy": False}
+    env = json.loads((finish_set(tmp_path, "cpu", load) / "environment.json").read_text())
+    assert env["load"] == load  # the run's load, as cli.run measured it before and after
     assert len(env["date"]) == 10 and env["cpu_model"]
 
 
@@ -189,7 +198,7 @@ def test_manifest_lists_each_variant_with_its_files_and_shape(tmp_path):
     profile_variant(attn.get_variant("naive"), TINY, tmp_path)
     profile_variant(attn.get_variant("sdpa_cudnn"), TINY, tmp_path)
     manifest = json.loads((finish_set(tmp_path, "cpu") / "index.json").read_text())
-    assert manifest["hardware"] == "cpu" and manifest["one_shape"] is True
+    assert manifest["hardware"] == hardware_slug("cpu") and manifest["one_shape"] is True
     naive = manifest["variants"]["naive"]
     assert naive["available"] and set(naive["files"]) == FILES
     assert naive["shape"]["seq_q"] == 64 and naive["stamp"]["torch_version"]
@@ -230,10 +239,15 @@ def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_go
     config = ProfileConfig(batch=1, heads=1, seq_q=16, seq_k=16, head_dim=300)
     for name in ("custom_cpu", "naive"):
         profile_variant(attn.get_variant(name), config, tmp_path)
-    custom = json.loads((tmp_path / "cpu/custom_cpu/summary.json").read_text())
+    custom = json.loads((tmp_path / hardware_slug("cpu") / "custom_cpu/summary.json").read_text())
     assert custom["available"] is False and "300" in custom["reason"]
     assert custom["shape"]["head_dim"] == 300  # labelled with the run that refused it
-    assert json.loads((tmp_path / "cpu/naive/summary.json").read_text())["available"] is True
+    assert (
+        json.loads((tmp_path / hardware_slug("cpu") / "naive/summary.json").read_text())[
+            "available"
+        ]
+        is True
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -262,9 +276,11 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
     out = tmp_path / "out"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(hanging), str(out)])
     deadline = time.monotonic() + 120
-    while not list(out.glob("cpu/.*/pid")) and time.monotonic() < deadline:
+    while not list(out.glob(f"{hardware_slug('cpu')}/.*/pid")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    (pid_file,) = out.glob("cpu/.*/pid")  # the scratch is beside the set, not in /tmp
+    (pid_file,) = out.glob(
+        f"{hardware_slug('cpu')}/.*/pid"
+    )  # the scratch is beside the set, not in /tmp
     parent.kill()
     parent.wait()
     child = int(pid_file.read_text())
@@ -275,7 +291,7 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
     failing.write_text("raise SystemExit(3)\n")
     with pytest.raises(ProfilingError):
         run_module.profile_example(attn.get_variant("naive"), [str(failing)], TINY, out)
-    assert not list((out / "cpu").glob(".*"))
+    assert not list((out / hardware_slug("cpu")).glob(".*"))
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from attn.profiling import scaling
 
 @pytest.fixture(scope="module")
 def rows():
-    return scaling.sweep("cpu", (128, 256, 512))
+    return scaling.sweep("cpu", (128, 256, 512), budget_s=0.01)
 
 
 def by(rows, variant):
@@ -18,7 +18,9 @@ def test_rows_cover_every_available_variant(rows):
     names = {r["variant"] for r in rows}
     assert {"naive", "inplace", "sdpa_math", "sdpa_flash"} <= names
     assert "sdpa_cudnn" not in names
-    assert all(set(r) == {"variant", "seq", "time_us", "peak_memory_bytes"} for r in rows)
+    fields = {"variant", "seq", "time_us", "low_us", "high_us", "repeats", "calls"}
+    assert all(set(r) == fields | {"peak_memory_bytes"} for r in rows)
+    assert all(0 < r["low_us"] <= r["time_us"] <= r["high_us"] for r in rows)
 
 
 def test_materialised_scores_grow_quadratically(rows):

@@ -17,7 +17,7 @@ import pytest
 from attn.profiling import viewer
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT / "profiles/cpu/naive/trace.json.gz"
+TRACE = ROOT / "profiles/cpu-amd-epyc/naive/trace.json.gz"
 SHOTS = ROOT / "test-artifacts" / "viewer"
 TIMEOUT_MS = 60_000
 
@@ -122,6 +122,16 @@ def test_a_missing_viewer_says_in_one_line_how_to_get_it(tmp_path, capsys):
     assert viewer.main(args) == 1
     assert capsys.readouterr().err.strip() == message
     assert not (tmp_path / "x.png").exists()
+
+
+def test_screenshots_in_a_session_share_one_browser(cache, chromium, tmp_path):
+    with viewer.session():
+        first = viewer.screenshot(TRACE, tmp_path / "a.png", select="aten::clone", width=320)
+        browser = viewer._sessions[-1]["browser"]
+        second = viewer.screenshot(TRACE, tmp_path / "b.png", select="aten::clone", width=320)
+        assert viewer._sessions[-1]["browser"] is browser and browser.is_connected()
+    assert first["selected"] == second["selected"] == "aten::clone"
+    assert not browser.is_connected() and not viewer._sessions  # closed with the session
 
 
 def test_screenshot_zooms_to_one_forward_with_the_clone_selected(cache, chromium):

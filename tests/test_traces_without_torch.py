@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces/tracelens-h100-bert-small-sdpa-flash"
+CPU = next((ROOT / "profiles").glob("cpu*/index.json")).parent.name  # the committed CPU set
 # What reading a trace may use beyond the standard library (pyproject's dependencies).
 ALLOWED = {"numpy", "orjson", "rich", "matplotlib"}
 
@@ -78,7 +79,7 @@ def run_without_torch(*argv, cwd: Path) -> dict:
 def work(tmp_path_factory):
     """A copy of the committed CPU set and a real GPU trace to read."""
     root = tmp_path_factory.mktemp("no-torch")
-    shutil.copytree(ROOT / "profiles/cpu", root / "profiles/cpu")
+    shutil.copytree(ROOT / "profiles" / CPU, root / "profiles" / CPU)
     shutil.copy(next(REAL.glob("*.json.gz")), root / "bert.json.gz")
     return root
 
@@ -87,9 +88,9 @@ def work(tmp_path_factory):
     "argv",
     [
         ("analyze", "bert.json.gz", "--out", "analysed"),
-        ("analyze", "profiles/cpu/naive/trace.json.gz", "--variant", "naive", "--out", "mine"),
+        ("analyze", f"profiles/{CPU}/naive/trace.json.gz", "--variant", "naive", "--out", "mine"),
         ("diagnose", "bert.json.gz", "--json", "diagnosis.json"),
-        ("diff", "profiles/cpu/naive", "profiles/cpu/inplace"),
+        ("diff", f"profiles/{CPU}/naive", f"profiles/{CPU}/inplace"),
         ("recheck", "profiles", "--check"),
     ],
     ids=lambda argv: argv[0] + ("-variant" if "--variant" in argv else ""),

@@ -4,9 +4,11 @@
     python -m attn.profiling.benchmark --device cpu --seqs 2048 4096 --head-dims 64 --causal-only
 
 Writes `<out>/<hardware>/benchmark.json` (rows {variant, batch, heads, seq, head_dim, is_causal,
-dtype, time_us, tflops}, and on a CPU the vector ISA torch ran with, `cpu_capability`) and
-`benchmark.svg`, and prints each custom variant's time as a ratio of sdpa_flash's, measured in the
-same run with interleaved calls. Speeds belong here, not in tests.
+dtype, time_us (the median), low_us and high_us (its interquartile range), repeats, tflops,
+matmul_tflops (this machine's ceiling: a large torch.mm in the dtype, timed in the same run),
+ceiling_share}, and on a CPU the vector ISA torch ran with, `cpu_capability`) and `benchmark.svg`,
+and prints each custom variant's time as a ratio of sdpa_flash's, with its interval, measured in
+the same run with interleaved calls. Speeds belong here, not in tests.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig
 from attn.profiling.environment import device_name, is_gpu
-from attn.profiling.flags import positive, variant_name
-from attn.profiling.timing import time_interleaved
+from attn.profiling.flags import positive, seconds, variant_name, wide_console
+from attn.profiling.timing import measure, time_interleaved
+from attn.traces.intervals import ratio
 from attn.traces.plot import figure, save
 
 BASELINE = specs.BENCHMARK_BASELINE
 GRID = {  # per device: what the benchmark times by default
-    "cpu": dict(seqs=(512, 1024, 2048, 4096), batch=1, heads=8, dtypes=("float32", "bfloat16")),
+    "cpu": dict(seqs=(512, 1024, 2048), batch=1, heads=8, dtypes=("float32", "bfloat16")),
     "cuda": dict(seqs=(1024, 2048, 4096, 8192, 16384), batch=4, heads=16, dtypes=("bfloat16",)),
 }
 # Variants that hold the [b, h, s, s] scores are skipped past this size of them.
@@ -47,14 +50,29 @@ def attention_flops(batch: int, heads: int, seq: int, head_dim: int, is_causal: 
     return flops / 2 if is_causal else flops
 
 
+MATMUL_N = {"cpu": 1024, "cuda": 8192}  # the ceiling's square matmul: large enough to run at speed
+
+
+def matmul_ceiling(device: str, dtype: torch.dtype, budget_s: float = 2.0) -> float:
+    """TFLOP/s of a large square torch.mm in the dtype (cuBLAS on a GPU): the rate a variant's
+    FLOP/s are a share of."""
+    n = MATMUL_N[torch.device(device).type]
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    timed = measure({"mm": lambda: torch.mm(a, b, out=out)}, budget_s=budget_s)["mm"]
+    return 2 * n**3 / timed.median_us / 1e6
+
+
 def run(
-    device: str, seqs, head_dims, causals, dtypes, names, repeats: int, console: Console
+    device: str, seqs, head_dims, causals, dtypes, names, budget_s: float, console: Console
 ) -> list[dict]:
     grid = GRID[torch.device(device).type]
     # On a CPU, which vector ISA torch's kernels (and custom_cpu's softmax) ran with.
     isa = {} if is_gpu(device) else {"cpu_capability": torch.backends.cpu.get_cpu_capability()}
     rows = []
     for dtype in dtypes:
+        ceiling = matmul_ceiling(device, DTYPES[dtype])
+        console.print(f"{dtype}: matmul ceiling {ceiling:.3g} TFLOP/s")
         for head_dim in head_dims:
             for is_causal in causals:
                 for seq in seqs:
@@ -76,37 +94,50 @@ def run(
                         + ", ".join(contenders)
                     )
                     times = time_interleaved(
-                        contenders, q, k, v, is_causal=is_causal, repeats=repeats
+                        contenders, q, k, v, is_causal=is_causal, budget_s=budget_s
                     )
                     flops = attention_flops(config.batch, config.heads, seq, head_dim, is_causal)
-                    for name, us in times.items():
+                    for name, t in times.items():
+                        tflops = flops / t.median_us / 1e6
+                        row = t.row()
                         rows.append({
                             "variant": name, "batch": config.batch, "heads": config.heads,
                             "seq": seq, "head_dim": head_dim, "is_causal": is_causal,
-                            "dtype": dtype, "time_us": round(us, 1),
-                            "tflops": significant(flops / us / 1e6), **isa,
+                            "dtype": dtype, "time_us": row.pop("median_us"), **row,
+                            "tflops": significant(tflops), "matmul_tflops": significant(ceiling),
+                            "ceiling_share": significant(tflops / ceiling, 3), **isa,
                         })  # fmt: skip
                     del q, k, v
     return rows
 
 
+def _timed(row: dict) -> dict:
+    """A benchmark row's time in the fields intervals reads (its median is `time_us`)."""
+    return {"median_us": row["time_us"], "low_us": row.get("low_us", row["time_us"]),
+            "high_us": row.get("high_us", row["time_us"]), "repeats": row.get("repeats", 1)}  # fmt: skip
+
+
 def ratios(rows: list[dict]) -> list[dict]:
     """The row of each variant whose spec asks for a ratio, with its time over the baseline's
-    (sdpa_flash's) for the same configuration."""
+    (sdpa_flash's) for the same configuration: the ratio of the medians, `ratio_to_flash`, and the
+    interval the two interquartile ranges allow, `ratio_low` to `ratio_high`."""
     key = lambda r: (r["seq"], r["head_dim"], r["is_causal"], r.get("dtype"))  # noqa: E731
-    flash = {key(r): r["time_us"] for r in rows if r["variant"] == BASELINE}
-    return [
-        {**r, "ratio_to_flash": round(r["time_us"] / flash[key(r)], 3)}
-        for r in rows
-        if (specs.spec(r["variant"]) and specs.spec(r["variant"]).ratio) and key(r) in flash
-    ]
+    flash = {key(r): r for r in rows if r["variant"] == BASELINE}
+    found = []
+    for r in rows:
+        if not (specs.spec(r["variant"]) and specs.spec(r["variant"]).ratio) or key(r) not in flash:
+            continue
+        value, low, high = ratio(_timed(r), _timed(flash[key(r)]))
+        found.append({**r, "ratio_to_flash": round(value, 3), "ratio_low": round(low, 3),
+                      "ratio_high": round(high, 3)})  # fmt: skip
+    return found
 
 
 def with_ratios(rows: list[dict]) -> list[dict]:
-    """All rows, the custom kernels' with `ratio_to_flash`, so readers need no code to get it."""
+    """All rows, the custom kernels' with their ratio to the baseline, so readers need no code."""
     key = lambda r: (r["variant"], r["seq"], r["head_dim"], r["is_causal"], r.get("dtype"))  # noqa: E731
-    ratio = {key(r): r["ratio_to_flash"] for r in ratios(rows)}
-    return [{**r, "ratio_to_flash": ratio[key(r)]} if key(r) in ratio else r for r in rows]
+    found = {key(r): r for r in ratios(rows)}
+    return [found.get(key(r), r) for r in rows]
 
 
 def plot(rows: list[dict], title: str, path: Path) -> None:
@@ -157,25 +188,30 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", nargs="+", type=variant_name, metavar="NAME",
         help="default: every variant of the benchmark sweep that runs here",
     )  # fmt: skip
-    parser.add_argument("--repeats", type=positive, default=5)
+    parser.add_argument(
+        "--budget", type=seconds, default=None,
+        help="seconds of timing per shape (default: 1.5 on a CPU, 3 on a GPU)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     kind = torch.device(args.device).type
-    console = Console(stderr=True)
+    console = wide_console()
+    budget = args.budget or (1.5 if kind == "cpu" else 3.0)
     causals = (True,) if args.causal_only else (True, False)
     names = args.variants or specs.in_sweep("benchmark")
     seqs, dtypes = args.seqs or GRID[kind]["seqs"], args.dtypes or GRID[kind]["dtypes"]
-    rows = run(args.device, seqs, args.head_dims, causals, dtypes, names, args.repeats, console)
+    rows = run(args.device, seqs, args.head_dims, causals, dtypes, names, budget, console)
     if not rows:  # the previous benchmark.json stays as it was
         print(f"error: none of {', '.join(names)} runs on {args.device} here", file=sys.stderr)
         return 1
     folder = write(args.out, args.device, rows)
-    # Narrow enough for 80 columns (a log, a pipe); TFLOP/s are in benchmark.json.
-    table = Table("variant", "dtype", "seq", "head_dim", "causal", "ms", f"÷ {BASELINE}")
+    # TFLOP/s are in benchmark.json.
+    table = Table("variant", "dtype", "seq", "head_dim", "causal", "ms (IQR)", f"÷ {BASELINE}")
     for r in ratios(rows):
         shape = (r["dtype"], str(r["seq"]), str(r["head_dim"]), str(r["is_causal"]))
-        numbers = (f"{r['time_us'] / 1000:.2f}", f"{r['ratio_to_flash']:.3f}")
-        table.add_row(r["variant"], *shape, *numbers)
-    Console().print(table)
+        ms = f"{r['time_us'] / 1000:.2f} ({r['low_us'] / 1000:.2f}–{r['high_us'] / 1000:.2f})"
+        spread = f"{r['ratio_to_flash']:.2f} ({r['ratio_low']:.2f}–{r['ratio_high']:.2f})"
+        table.add_row(r["variant"], *shape, ms, spread)
+    wide_console(stderr=False).print(table)
     print(f"benchmark: {len(rows)} rows written to {folder}/benchmark.json and benchmark.svg")
     return 0
 

@@ -18,6 +18,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +36,7 @@ from attn.profiling.flags import (
     out_folder,
     positive,
     variant_name,
+    wide_console,
 )
 from attn.traces import diagnose, layout
 from attn.traces.atomic import write_json
@@ -99,18 +101,28 @@ def progress_bar(console: Console) -> Progress:
 def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
     """`profile(variant, its config)` for each named variant under a progress bar, then the set's
     files and a report; a variant that fails is reported and the others still run."""
+    from attn.profiling import viewer  # its own entry point too: imported when used
     from attn.profiling.config import config_for
+    from attn.profiling.environment import busy_line, load_now, load_over
     from attn.profiling.run import finish_set
 
     folders, failed = [], []
-    with progress_bar(console) as progress:
-        for name in progress.track(names, description="profiling"):
+    before = load_now()
+    if busy := busy_line(load_over(before, before)):
+        console.print(busy)
+    with progress_bar(console) as progress, viewer.session():  # one browser for every screenshot
+        for i, name in enumerate(progress.track(names, description="profiling")):
             progress.update(progress.tasks[0].id, description=f"profiling {name}")
+            start = time.perf_counter()
             try:  # a decode step for the decoding variants
                 folders.append(profile(attn.get_variant(name), config_for(name, config)))
             except ProfilingError as exc:
                 failed.append(str(exc))
-    finish_set(out, config.device)
+            # A line per variant, in a log too: a long run never goes a minute without one.
+            console.print(
+                f"profiled {name} ({i + 1}/{len(names)}, {time.perf_counter() - start:.1f} s)"
+            )
+    finish_set(out, config.device, load_over(before, load_now()))
     report(folders, console)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
@@ -319,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    console = Console(stderr=True)
+    console = wide_console()
     try:
         if args.command == "run":
             return cmd_run(args, console)

@@ -16,7 +16,6 @@ Writes `<out>/<hardware>/decoding.json` (rows) and `decoding.svg`, each replaced
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 import warnings
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from attn.profiling.config import (
 )
 from attn.profiling.environment import device_name, is_gpu
 from attn.profiling.flags import positive
-from attn.profiling.timing import time_side_by_side
+from attn.profiling.timing import measure
 from attn.sdpa import BACKENDS
 
 STEM = "decoding"
@@ -49,7 +48,7 @@ LENGTHS = {
 BATCHES = {"cpu": (1, 4), "cuda": (1, 8)}
 PROBE_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}  # well past the last-level cache
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
-CELL_SECONDS = 0.25  # time spent on each way at each (batch, L): enough calls for a stable best
+CELL_SECONDS = 0.25  # time spent on each way at each (batch, L), unless the median is known sooner
 SLOW_SECONDS = 0.3  # a way whose step took longer than this is not run at longer caches
 
 
@@ -156,12 +155,16 @@ def make_step(
 
 
 def timed(calls: dict[str, Callable[[], object]], device: str, budget_s: float) -> dict[str, dict]:
-    """Each call timed side by side: {label: {best_s, median_s, n}}. The best of the rounds is the
-    call least disturbed by the rest of a shared machine; the median is kept beside it."""
-    times = time_side_by_side(calls, device, budget_s=budget_s)
+    """Each call timed interleaved (timing.measure): {label: {time_s, low_s, high_s, n}}, the
+    median and its interquartile range, over n timed blocks."""
     return {
-        label: {"best_s": min(t), "median_s": statistics.median(t), "n": len(t)}
-        for label, t in times.items()
+        label: {
+            "time_s": t.median_us / 1e6,
+            "low_s": t.low_us / 1e6,
+            "high_s": t.high_us / 1e6,
+            "n": t.repeats,
+        }  # fmt: skip
+        for label, t in measure(calls, budget_s=budget_s * len(calls)).items()
     }
 
 
@@ -171,7 +174,7 @@ def bandwidth_probe(device: str, nbytes: int, dtype: torch.dtype = torch.float32
     dst = torch.empty_like(src)
     copy = timed({"copy": lambda: dst.copy_(src)}, device, 0.3)["copy"]
     moved = 2 * src.nbytes
-    rate = moved / copy["best_s"] / 1e9
+    rate = moved / copy["time_s"] / 1e9
     return {"kind": "ceiling", "name": "copy", "bytes": moved, **_times(copy), "gb_per_s": rate}
 
 
@@ -183,7 +186,7 @@ def read_probe(device: str, nbytes: int, name: str = "read") -> dict:
     """
     src = torch.ones(max(nbytes // 4, 1), device=device)
     read = timed({name: lambda: src.sum()}, device, 0.3)[name]
-    rate = src.nbytes / read["best_s"] / 1e9
+    rate = src.nbytes / read["time_s"] / 1e9
     return {"kind": "probe", "name": name, "bytes": src.nbytes, **_times(read), "gb_per_s": rate}
 
 
@@ -193,7 +196,7 @@ def compute_probe(device: str, n: int, dtype: torch.dtype) -> dict:
     out = torch.empty(n, n, device=device, dtype=dtype)
     timed_mm = timed({"mm": lambda: torch.mm(a, b, out=out)}, device, 0.3)["mm"]
     flops = 2 * n**3
-    rate = flops / timed_mm["best_s"] / 1e9
+    rate = flops / timed_mm["time_s"] / 1e9
     return {
         "kind": "ceiling",
         "name": "matmul",
@@ -208,8 +211,9 @@ def _size(dtype: torch.dtype) -> int:
 
 
 def _times(result: dict) -> dict:
-    best, median = result["best_s"] * 1e6, result["median_s"] * 1e6
-    return {"time_us": best, "median_us": median, "calls": result["n"]}
+    """time_us: the median; low_us to high_us: its interquartile range."""
+    return {"time_us": result["time_s"] * 1e6, "low_us": result["low_s"] * 1e6,
+            "high_us": result["high_s"] * 1e6, "repeats": result["n"]}  # fmt: skip
 
 
 # --- the sweep ---------------------------------------------------------------------------------------
@@ -283,19 +287,19 @@ def _sweep(
             flops = 4 * batch * heads * cache_len * head_dim  # q.k and p.v, 2 per multiply-add
             for label, t in results.items():
                 if cache_len == 1:
-                    floor[label] = t["best_s"]
+                    floor[label] = t["time_s"]
                     continue
-                if t["best_s"] > SLOW_SECONDS:
+                if t["time_s"] > SLOW_SECONDS:
                     slow.add(label)
                 rows.append({
                     "kind": "step", "impl": label, "batch": batch, "cache_len": cache_len,
                     "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
                     "dtype": str(dtype).removeprefix("torch."), **_times(t),
                     "kv_bytes": kv_bytes, "flops": flops, "intensity": flops / kv_bytes,
-                    "gb_per_s": kv_bytes / t["best_s"] / 1e9,
-                    "gflop_per_s": flops / t["best_s"] / 1e9,
+                    "gb_per_s": kv_bytes / t["time_s"] / 1e9,
+                    "gflop_per_s": flops / t["time_s"] / 1e9,
                     "overhead_us": floor[label] * 1e6,
-                    "overhead_share": min(floor[label] / t["best_s"], 1.0),
+                    "overhead_share": min(floor[label] / t["time_s"], 1.0),
                 })  # fmt: skip
             del q, k, v
     say("ceilings again")

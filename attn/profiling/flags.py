@@ -6,8 +6,11 @@ No torch at import: the trace commands share these flags and run where torch is 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
+
+from rich.console import Console
 
 from attn import specs
 
@@ -30,6 +33,17 @@ def positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
@@ -76,3 +90,9 @@ def variant_name(text: str) -> str:
             f"unknown variant {text!r}; valid names: {', '.join(specs.names())}"
         )
     return text
+
+
+def wide_console(stderr: bool = True) -> Console:
+    """rich on stderr (or stdout); in a log or a pipe 160 columns wide, so no table is cut at 80."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 160)

@@ -184,10 +184,10 @@ def profile_example(
     return folder
 
 
-def finish_set(out_root: Path, device: str) -> Path:
-    """Rewrite the set's environment.json, overview.svg and index.json after a run."""
+def finish_set(out_root: Path, device: str, load: dict | None = None) -> Path:
+    """Rewrite the set's environment.json (with the run's load), overview.svg and index.json."""
     folder = layout.hardware_dir(out_root, hardware_slug(device))
-    write_json(folder / layout.ENVIRONMENT, environment(device))
+    write_json(folder / layout.ENVIRONMENT, environment(device, load))
     write_overview(folder, specs.names(), specs.REFERENCE)
     write_diffs(folder, specs.diff_pairs())
     layout.write_manifest(folder)

@@ -6,26 +6,30 @@ python -m attn.profiling.scaling --out profiles [--device cuda]
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import torch
 from rich.console import Console
-from rich.progress import Progress
 
 from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
-from attn.profiling.flags import positive
+from attn.profiling.flags import positive, wide_console
 from attn.profiling.memory import peak_forward_memory
-from attn.profiling.timing import time_forward
+from attn.profiling.timing import time_interleaved
 from attn.traces.plot import figure, save
 
 SEQS = {"cpu": (256, 512, 1024, 2048), "cuda": (512, 1024, 2048, 4096, 8192, 16384)}
 
 
-def sweep(device: str, seqs: tuple[int, ...], console: Console | None = None) -> list[dict]:
-    """Rows {variant, seq, time_us, peak_memory_bytes} for each available variant and length."""
+def sweep(
+    device: str, seqs: tuple[int, ...], console: Console | None = None, budget_s: float = 2.0
+) -> list[dict]:
+    """Rows {variant, seq, time_us (the median), low_us, high_us (its interquartile range),
+    repeats, peak_memory_bytes} for each available variant and length; at each length the variants
+    are timed interleaved."""
     base = default_config(device)
     # One sequence at a time in a single batch: the growth with seq is what the plot is about.
     base = ProfileConfig(
@@ -33,26 +37,21 @@ def sweep(device: str, seqs: tuple[int, ...], console: Console | None = None) ->
     )
     variants = sweeps.available(specs.in_sweep("scaling"), device, base.torch_dtype)
     rows = []
-    with Progress(console=console or Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("scaling", total=len(variants) * len(seqs))
+    console = console or wide_console()
+    for seq in seqs:
+        start = time.perf_counter()
+        q, k, v = ProfileConfig(**{**base.__dict__, "seq_q": seq, "seq_k": seq}).make_inputs()
+        times = time_interleaved(variants, q, k, v, is_causal=True, budget_s=budget_s)
         for name, variant in variants.items():
-            for seq in seqs:
-                progress.update(task, description=f"scaling {name} seq={seq}")
-                q, k, v = ProfileConfig(
-                    **{**base.__dict__, "seq_q": seq, "seq_k": seq}
-                ).make_inputs()
-                rows.append(
-                    {
-                        "variant": name,
-                        "seq": seq,
-                        "time_us": round(
-                            time_forward(variant, q, k, v, is_causal=True, repeats=3), 1
-                        ),
-                        "peak_memory_bytes": peak_forward_memory(variant, q, k, v, is_causal=True),
-                    }
-                )
-                del q, k, v
-                progress.advance(task)
+            t = times[name].row()
+            rows.append({
+                "variant": name, "seq": seq, "time_us": t.pop("median_us"), **t,
+                "peak_memory_bytes": peak_forward_memory(variant, q, k, v, is_causal=True),
+            })  # fmt: skip
+        del q, k, v
+        console.print(
+            f"scaling: seq {seq}, {len(variants)} variants ({time.perf_counter() - start:.1f} s)"
+        )
     return rows
 
 
@@ -63,7 +62,10 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
     for name in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == name]
         seqs = [r["seq"] for r in mine]
-        ax_t.plot(seqs, [r["time_us"] / 1000 for r in mine], marker="o", label=name)
+        ms = [r["time_us"] / 1000 for r in mine]
+        spread = [[(r["time_us"] - r.get("low_us", r["time_us"])) / 1000 for r in mine],
+                  [(r.get("high_us", r["time_us"]) - r["time_us"]) / 1000 for r in mine]]  # fmt: skip
+        ax_t.errorbar(seqs, ms, yerr=spread, marker="o", label=name, capsize=2)
         ax_m.plot(
             seqs, [max(r["peak_memory_bytes"], 1) / 2**20 for r in mine], marker="o", label=name
         )
@@ -81,7 +83,10 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
 
 def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write scaling.json and scaling.svg into `<out>/<hardware>/`, each replaced atomically."""
-    title = f"Scaling with sequence length on {device_name(device)} (causal, batch 1)"
+    title = (
+        f"Scaling with sequence length on {device_name(device)} (causal, batch 1; "
+        "time: median, bars: interquartile range)"
+    )
     return sweeps.write(out_root, device, "scaling", rows, plot, title)
 
 

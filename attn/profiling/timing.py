@@ -1,79 +1,114 @@
-"""Wall time of calls, side by side: each timed in turn, round by round, synchronised on a GPU.
+"""Wall time of calls, side by side: round by round, each call timed in turn (A, B, C, A, B, C, ...),
+until every median is known to a stated precision or a budget runs out.
 
 Interleaving spreads the machine's drift (other processes, clocks) over every call alike, so ratios
-between them are fair even where absolute times are noisy. Speeds belong in benchmarks that print
-these ratios, never in tests.
+between them are fair even where absolute times are noisy. The statistics are torch.utils.benchmark's
+`Measurement` (median, quartiles, and `meets_confidence`, the stop rule of `adaptive_autorange`), and
+the clock is its `timer`, which synchronises a GPU. Its `Timer` cannot do the rounds: it times one
+statement at a time, and each `blocked_autorange` or `timeit` first makes calls it discards (to size
+the block, or to warm up), which for a 100 ms forward doubles the work of every round. So each call's
+block size is set once, from a warm call, and every round times one block of each. Speeds belong in
+benchmarks and in the timing pass, never in tests.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable, Mapping
 
 import torch
+from torch.utils.benchmark import Measurement
+from torch.utils.benchmark.utils.common import TaskSpec
+from torch.utils.benchmark.utils.timer import timer as clock
 
-from attn.profiling.environment import is_gpu
+from attn.traces.intervals import Timed
 from attn.variant import Variant
 
-
-def seconds(fn: Callable[[], object], device: str | torch.device) -> float:
-    """One call's wall time; on a GPU from CUDA events around it, so the kernels are counted."""
-    if is_gpu(device):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+PRECISION = (
+    0.1  # stop once every call's IQR is within this share of its median (adaptive_autorange's)
+)
+BLOCK_S = 0.02  # seconds per block: a block of calls is one sample
 
 
-def time_side_by_side(
+def measure(
     calls: Mapping[str, Callable[[], object]],
-    device: str | torch.device,
     *,
-    warmup: int = 1,
-    min_rounds: int = 3,
-    max_rounds: int = 30,
-    budget_s: float = 0.0,
-) -> dict[str, list[float]]:
-    """Seconds of each call, round by round after `warmup` rounds: at least `min_rounds` rounds,
-    more until the calls have spent `budget_s` each, at most `max_rounds`."""
-    times: dict[str, list[float]] = {label: [] for label in calls}
+    precision: float = PRECISION,
+    budget_s: float = 5.0,
+    min_rounds: int = 5,
+    max_rounds: int = 200,
+    block_s: float = BLOCK_S,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Timed]:
+    """Each call timed interleaved, round by round, warm: at least `min_rounds` rounds, then more
+    until every call's interquartile range is within `precision` of its median or `budget_s` seconds
+    have gone, at most `max_rounds`. A block is as many calls as fill `block_s` (one at least).
+    `progress` hears of each warm-up and of each round done."""
+    say = progress or (lambda _: None)
+    if not calls:
+        return {}
+    # A block no longer than the budget allows for the least rounds: a small budget, small blocks.
+    block_s = max(min(block_s, budget_s / (min_rounds * len(calls))), 1e-4)
+    number, blocks = {}, {label: [] for label in calls}
     with torch.no_grad():
-        for _ in range(warmup):
-            for fn in calls.values():
-                fn()
+        for label, fn in calls.items():
+            say(f"warming up {label}")
+            fn()  # the first call builds masks, compiles, fills caches: not timed
+            begin = clock()
+            fn()
+            number[label] = max(1, int(block_s / max(clock() - begin, 1e-9)))
+        start = clock()
         for round_ in range(max_rounds):
             for label, fn in calls.items():
-                times[label].append(seconds(fn, device))
-            spent = sum(sum(t) for t in times.values())
-            if round_ + 1 >= min_rounds and spent >= budget_s * len(calls):
+                begin = clock()
+                for _ in range(number[label]):
+                    fn()
+                blocks[label].append(clock() - begin)
+            found = {label: _measurement(label, number[label], t) for label, t in blocks.items()}
+            say(f"round {round_ + 1} timed ({clock() - start:.0f} s)")
+            if round_ + 1 >= min_rounds and (
+                all(m.meets_confidence(precision) for m in found.values())
+                or clock() - start >= budget_s
+            ):
                 break
-    return times
+    return {label: _timed(m) for label, m in found.items()}
 
 
-def time_interleaved(
-    variants: Mapping[str, Variant], q, k, v, *, is_causal: bool, repeats: int = 5, warmup: int = 1
-) -> dict[str, float]:
-    """Median microseconds per forward of each variant, their calls interleaved round by round."""
-    calls = {
+def _measurement(label: str, number: int, blocks: list[float]) -> Measurement:
+    spec = TaskSpec(stmt=label, setup="", num_threads=torch.get_num_threads())
+    return Measurement(number_per_run=number, raw_times=blocks, task_spec=spec)
+
+
+def _timed(m: Measurement) -> Timed:
+    """Median and interquartile range of the blocks, in µs per call; repeats: blocks timed."""
+    m._lazy_init()  # Measurement computes its quartiles on first use
+    return Timed(
+        median_us=m.median * 1e6,
+        low_us=m._p25 * 1e6,  # the quartiles Measurement keeps; its iqr is their difference
+        high_us=m._p75 * 1e6,
+        repeats=len(m.times),
+        calls=len(m.times) * m.number_per_run,
+    )
+
+
+def forward_calls(
+    variants: Mapping[str, Variant], q, k, v, *, is_causal: bool
+) -> dict[str, Callable[[], object]]:
+    """One zero-argument forward per variant, on the same inputs."""
+    return {
         name: (lambda variant=variant: variant.forward(q, k, v, is_causal=is_causal))
         for name, variant in variants.items()
     }
-    times = time_side_by_side(
-        calls, q.device, warmup=warmup, min_rounds=repeats, max_rounds=repeats
-    )
-    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
 
 
-def time_forward(
-    variant: Variant, q, k, v, *, is_causal: bool, repeats: int = 5, warmup: int = 2
-) -> float:
-    """Median microseconds per forward of one variant."""
+def time_interleaved(
+    variants: Mapping[str, Variant], q, k, v, *, is_causal: bool, budget_s: float = 5.0
+) -> dict[str, Timed]:
+    """Each variant's forward, interleaved with the others' (see `measure`)."""
+    return measure(forward_calls(variants, q, k, v, is_causal=is_causal), budget_s=budget_s)
+
+
+def time_forward(variant: Variant, q, k, v, *, is_causal: bool, budget_s: float = 2.0) -> Timed:
+    """One variant's forward (see `measure`)."""
     return time_interleaved(
-        {variant.name: variant}, q, k, v, is_causal=is_causal, repeats=repeats, warmup=warmup
+        {variant.name: variant}, q, k, v, is_causal=is_causal, budget_s=budget_s
     )[variant.name]

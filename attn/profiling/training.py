@@ -23,7 +23,7 @@ from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
-from attn.profiling.flags import positive
+from attn.profiling.flags import positive, wide_console
 from attn.profiling.memory import peak_memory
 from attn.traces.plot import figure, save
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
@@ -89,7 +89,7 @@ def sweep(device: str, seqs: tuple[int, ...], console: Console | None = None) ->
     base = default_config(device)
     variants = sweeps.available(specs.in_sweep("training"), device, base.torch_dtype)
     rows = []
-    with Progress(console=console or Console(stderr=True), transient=True) as progress:
+    with Progress(console=console or wide_console(), transient=True) as progress:
         task = progress.add_task("training", total=len(variants) * len(seqs))
         for name, variant in variants.items():
             for seq in seqs:
@@ -98,6 +98,7 @@ def sweep(device: str, seqs: tuple[int, ...], console: Console | None = None) ->
                 shape = {k: getattr(config, k) for k in ("batch", "heads", "head_dim", "dtype")}
                 rows.append({"variant": name, "seq": seq, **shape, **measure(variant, config)})
                 progress.advance(task)
+            progress.console.print(f"training: {name}, {len(seqs)} lengths")
     return rows
 
 

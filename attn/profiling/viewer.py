@@ -7,7 +7,7 @@ them loads a trace named in its query string. From there we take screenshots in 
 and publish the same viewer with the site.
 
     python -m attn.profiling.viewer fetch
-    python -m attn.profiling.viewer shot profiles/cpu/naive/trace.json.gz viewer.png --select aten::clone
+    python -m attn.profiling.viewer shot profiles/cpu-amd-epyc/naive/trace.json.gz viewer.png --select aten::clone
 """
 
 from __future__ import annotations
@@ -245,7 +245,6 @@ def screenshot(
     chromium = find_chromium()
     try:
         from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import sync_playwright
     except ImportError:
         raise ViewerUnavailable("playwright is not installed (pip install -e .[test])") from None
     trace_path, png_path = Path(trace_path).resolve(), Path(png_path)
@@ -263,14 +262,7 @@ def screenshot(
             "select": select or "",
             "still": "1",
         }
-        with serve(root) as base, sync_playwright() as p:
-            try:
-                browser = p.chromium.launch(
-                    executable_path=chromium, headless=True, args=CHROMIUM_ARGS
-                )
-            except PlaywrightError as error:
-                why = str(error).splitlines()[0]
-                raise ViewerUnavailable(f"{chromium} did not start ({why})") from None
+        with serve(root) as base, _browser(chromium) as browser:
             try:
                 page = browser.new_page(
                     viewport={"width": width, "height": height}, device_scale_factor=2
@@ -287,13 +279,56 @@ def screenshot(
                 selected = _selected_title(page) if range_name else None
                 _write(png_path, page.screenshot(type="png"))
             finally:
-                browser.close()
+                page.close()
     return {
         "selected": selected,
         "range": facts.get("range"),
         "mark": facts.get("mark"),
         "png": png_path,
     }
+
+
+_sessions: list[dict] = []  # the open session(): its exit stack and, once launched, its browser
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """Screenshots taken inside share one browser: one launch for a whole profile run."""
+    with contextlib.ExitStack() as stack:
+        _sessions.append({"stack": stack})
+        try:
+            yield
+        finally:
+            _sessions.pop()
+
+
+@contextlib.contextmanager
+def _browser(chromium: str):
+    """The open session's browser (launched on first use), or one for this screenshot alone."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    def launch(p):
+        try:
+            return p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        except PlaywrightError as error:
+            why = str(error).splitlines()[0]
+            raise ViewerUnavailable(f"{chromium} did not start ({why})") from None
+
+    if _sessions:
+        shared = _sessions[-1]
+        if "browser" not in shared:
+            browser = launch(shared["stack"].enter_context(sync_playwright()))
+            shared["stack"].callback(browser.close)
+            shared["browser"] = browser
+        yield shared["browser"]
+        return
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def _selected_title(page) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from attn.traces import intervals
 from attn.traces.backward import as_forward
 from attn.traces.trace import (
     BACKWARD_RANGE,
@@ -717,10 +718,25 @@ def _where(r: dict) -> str:
     return f"{r['dtype']}, {shape}" if r.get("dtype") else shape
 
 
+def _row_time(row: dict) -> dict:
+    """A benchmark row's time as intervals reads it: the median `time_us` and its interval (a row
+    written before intervals were recorded: the median alone)."""
+    t = row["time_us"]
+    return {"median_us": t, "low_us": row.get("low_us", t), "high_us": row.get("high_us", t),
+            "repeats": row.get("repeats", 1)}  # fmt: skip
+
+
+def _verdict(verdicts: list[bool | None]) -> bool | None:
+    """All hold: True; any fails for sure: False; else (an interval holds the limit) cannot tell."""
+    if any(v is False for v in verdicts):
+        return False
+    return True if all(verdicts) else None
+
+
 def ratio_to_baseline_below(limit: float, **only) -> Check:
     """At every benchmarked shape (those whose rows have the values `only` gives, such as
     is_causal=True or head_dim=64), the variant's time ÷ the baseline's (`ratio_to_flash`, measured
-    in the same run) is under `limit`."""
+    in the same run) is under `limit`; cannot tell where a ratio's interval holds `limit`."""
 
     def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
         mine = [
@@ -735,7 +751,9 @@ def ratio_to_baseline_below(limit: float, **only) -> Check:
         lo = min(mine, key=lambda r: r["ratio_to_flash"])
         hi = max(mine, key=lambda r: r["ratio_to_flash"])
         masking = {True: " causal", False: " non-causal", None: ""}[only.get("is_causal")]
-        return hi["ratio_to_flash"] < limit, (
+        bounds = [(r.get("ratio_low", r["ratio_to_flash"]), r.get("ratio_high", r["ratio_to_flash"]))
+                  for r in mine]  # fmt: skip
+        return _verdict([intervals.below(low, high, limit) for low, high in bounds]), (
             f"{lo['ratio_to_flash']:.2f}× ({_where(lo)}) to {hi['ratio_to_flash']:.2f}× ({_where(hi)}) "
             f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
         )
@@ -744,22 +762,24 @@ def ratio_to_baseline_below(limit: float, **only) -> Check:
 
 
 def slower_than(other: str) -> Check:
-    """At every shape benchmarked with both, the variant takes more time than `other` (same run)."""
+    """At every shape benchmarked with both, the variant takes more time than `other` (same run);
+    cannot tell where their intervals overlap."""
 
     def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
         fields = ("batch", "heads", "seq", "head_dim", "is_causal", "dtype")
         key = lambda r: tuple(r.get(f) for f in fields)  # noqa: E731
-        theirs = {key(r): r["time_us"] for r in ev.rows if r.get("variant") == other}
+        theirs = {key(r): r for r in ev.rows if r.get("variant") == other}
         pairs = [
-            (r, r["time_us"] / theirs[key(r)])
+            (r, intervals.ratio(_row_time(r), _row_time(theirs[key(r)])))
             for r in ev.rows
             if r.get("variant") == ev.variant and theirs.get(key(r))
         ]
         if not pairs:
             return None, f"no shape in benchmark.json has both {ev.variant} and {other}"
-        lo, hi = min(x for _, x in pairs), max(x for _, x in pairs)
+        lo, hi = min(x[0] for _, x in pairs), max(x[0] for _, x in pairs)
         mine = [r for r, _ in pairs]
-        return lo > 1, (
+        verdicts = [intervals.above(low, high) for _, (_, low, high) in pairs]
+        return _verdict(verdicts), (
             f"{ev.variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
             f"{benchmark_shapes(mine)}"
         )

@@ -3,6 +3,7 @@
     <root>/<hardware>/index.json             the manifest: variants, their files, shape and stamp
     <root>/<hardware>/environment.json       device, CPU, versions, date, commit
     <root>/<hardware>/overview.svg           time per forward of every variant there
+    <root>/<hardware>/timing.json            every variant timed interleaved: median and interval
     <root>/<hardware>/{scaling,benchmark,decoding,training}.{json,svg}
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
     <root>/<hardware>/diff/<a>__<b>.json
@@ -22,6 +23,7 @@ from attn.traces.atomic import write_json, write_rows
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
 OVERVIEW = "overview.svg"
+TIMING = "timing.json"  # the timing pass: every variant timed interleaved, with intervals
 FIGURES = ("scaling", "benchmark", "decoding", "training")
 SUMMARY = "summary.json"
 TRACE = "trace.json.gz"
@@ -118,6 +120,7 @@ def manifest(hardware_folder: Path) -> dict:
         "variants": variants,
         "figures": [f for f in FIGURES if (folder / f"{f}.svg").is_file()],
         "overview": (folder / OVERVIEW).is_file(),
+        "timing": (folder / TIMING).is_file(),
         "diffs": sorted(p.name for p in (folder / DIFF_DIR).glob("*.json")),  # none: no folder
     }
 

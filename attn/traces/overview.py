@@ -1,4 +1,7 @@
-"""The at-a-glance chart of a hardware set: time per forward of every variant profiled there."""
+"""The at-a-glance chart of a hardware set: time per forward of every variant profiled there.
+
+Where the set has a timing pass (timing.json), each bar is the variant's median from it, with its
+interquartile range; else the profiler's mean, labelled as such."""
 
 from __future__ import annotations
 
@@ -16,16 +19,28 @@ def summaries(folder: Path, names: Sequence[str] = ()) -> list[dict]:
     an inference forward)."""
     order = {name: i for i, name in enumerate(names)}
     found = [json.loads((d / layout.SUMMARY).read_text()) for d in layout.variant_dirs(folder)]
-    return sorted(
+    timing = Path(folder) / layout.TIMING
+    timed = {}
+    if timing.is_file():  # the timing pass's rows, by variant
+        timed = {r["variant"]: r for r in json.loads(timing.read_text()).get("rows", [])}
+    rows = sorted(
         (s for s in found if s.get("available") and "backward" not in s),
         key=lambda s: order.get(s["variant"], 99),
     )
+    return [{**s, "timed": timed[s["variant"]]} if s["variant"] in timed else s for s in rows]
+
+
+def _ms(s: dict, on_device: bool) -> float:
+    """The bar's length: the timed median, else the profiler's mean (device time where measured)."""
+    if "timed" in s:
+        return s["timed"]["median_us"] / 1000
+    return s["device_time_us" if on_device else "cpu_time_us"] / 1000
 
 
 def bar_labels(rows: list[dict]) -> list[str]:
     """Each row's time per forward as its bar says it: device time where measured, else CPU time."""
     on_device = any(s.get("device_time_us") is not None for s in rows)
-    return [f"{s['device_time_us' if on_device else 'cpu_time_us'] / 1000:.3g} ms" for s in rows]
+    return [f"{_ms(s, on_device):.3g} ms" for s in rows]
 
 
 def is_current(folder: Path, names: Sequence[str] = ()) -> bool:
@@ -49,15 +64,28 @@ def draw(
     from attn.traces.plot import figure, save  # matplotlib only when drawing: recheck reads text
 
     on_device = any(s.get("device_time_us") is not None for s in rows)
-    key = "device_time_us" if on_device else "cpu_time_us"
+    timed = all("timed" in s for s in rows)
     names = [s["variant"] for s in rows][::-1]
-    values = [s[key] / 1000 for s in rows][::-1]
+    values = [_ms(s, on_device) for s in rows][::-1]
     fig, ax = figure(1.2 + 0.3 * len(rows) + 0.2 * note.count("\n"))
     colors = ["#d62728" if n == reference else "#4e79a7" for n in names]
-    bars = ax.barh(names, values, color=colors)
-    ax.bar_label(bars, bar_labels(rows)[::-1], padding=3)
-    ax.set_xlabel(f"{'device' if on_device else 'CPU'} time per forward (ms)")
-    ax.set_xlim(0, max(values) * 1.25)
+    spread = None
+    if timed:  # the interquartile range as a bar's whiskers
+        spread = [
+            [(s["timed"]["median_us"] - s["timed"]["low_us"]) / 1000 for s in rows][::-1],
+            [(s["timed"]["high_us"] - s["timed"]["median_us"]) / 1000 for s in rows][::-1],
+        ]
+    ax.barh(names, values, color=colors, xerr=spread, capsize=2)
+    ends = values if spread is None else [v + e for v, e in zip(values, spread[1], strict=True)]
+    for y, (end, label) in enumerate(zip(ends, bar_labels(rows)[::-1], strict=True)):
+        ax.annotate(label, (end, y), xytext=(3, 0), textcoords="offset points", va="center")
+    if timed:
+        ax.set_xlabel("time per forward, median and interquartile range (ms), timed interleaved")
+    else:
+        ax.set_xlabel(
+            f"{'device' if on_device else 'CPU'} time per forward under the profiler (ms)"
+        )
+    ax.set_xlim(0, max(ends) * 1.25)
     ax.set_title(title, loc="left", fontsize=9.5)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

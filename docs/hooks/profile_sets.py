@@ -19,7 +19,7 @@ import PIL.Image
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
-from attn.traces import layout
+from attn.traces import intervals, layout
 
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 
@@ -93,6 +93,26 @@ def check_file(path: Path) -> None:
 SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # what a set's folder may be called: safe in any URL
 
 
+def check_timing(path: Path) -> dict | None:
+    """A set's timing.json, each row's median and interval checked, keyed by variant (None when the
+    set has none): {variant: row, "score_clone": row, ...} beside the file's own fields."""
+    if not path.is_file():
+        return None
+    data = read_json(path)
+    rows = data.get("rows")
+    if not isinstance(rows, list):
+        raise BrokenSet(f"profiles hook: {path} has no 'rows' list")
+    try:
+        by_variant = {
+            r.get("variant"): intervals.checked(r, f"{path}: {r.get('variant')}") for r in rows
+        }
+        if "score_clone" in data:
+            intervals.checked(data["score_clone"], f"{path}: score_clone")
+    except intervals.BadTiming as e:
+        raise BrokenSet(f"profiles hook: {e}") from e
+    return {**data, "variants": by_variant}
+
+
 def load_set(folder: Path) -> dict:
     """One hardware set, checked: {slug, folder, env, manifest, summaries, title, device_type}.
 
@@ -144,7 +164,9 @@ def load_set(folder: Path) -> dict:
         "manifest": manifest,
         "summaries": summaries,
         "title": "CPU" if device_type == "cpu" else name,
+        "name": name,
         "device_type": device_type,
+        "timing": check_timing(folder / layout.TIMING),
     }
 
 
@@ -158,6 +180,10 @@ def hardware_sets(root: Path) -> list[dict]:
     ]
     found = sorted(found, key=lambda h: (DEVICE_ORDER.get(h["device_type"], 1), h["title"]))
     titles = [h["title"] for h in found]
+    for h in found:  # two CPU sets: each tab names its CPU
+        if titles.count(h["title"]) > 1 and h["device_type"] == "cpu":
+            h["title"] = f"CPU: {h['name']}"
+    titles = [h["title"] for h in found]
     for h in found:  # two sets of one title would make two tabs no one can tell (or select) apart
         if titles.count(h["title"]) > 1:
             h["title"] = f"{h['title']} ({h['slug']})"
@@ -170,6 +196,7 @@ def artifact_files(root: Path, config) -> list[File]:
     for hw in hardware_sets(root):
         folder, manifest = hw["folder"], hw["manifest"]
         paths = [folder / layout.MANIFEST, folder / layout.ENVIRONMENT, folder / layout.OVERVIEW]
+        paths += [folder / layout.TIMING]
         paths += [
             folder / f"{f}.{ext}" for f in manifest.get("figures", []) for ext in ("svg", "json")
         ]

@@ -25,7 +25,7 @@ from mkdocs.utils.meta import get_data
 from profile_sets import artifact_files, hardware_sets, read_json
 
 from attn import specs
-from attn.traces import layout
+from attn.traces import intervals, layout
 from attn.traces.backward import as_forward
 from attn.traces.checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
@@ -105,12 +105,61 @@ def _fmt(text, value) -> str | None:
 
 
 COLUMNS = {  # per-forward number -> how to read it from a summary (None: not measured)
-    "CPU time": lambda s: _fmt(time_text, s.get("cpu_time_us")),
-    "device time": lambda s: _fmt(time_text, s.get("device_time_us")),
+    "CPU time (profiled)": lambda s: _fmt(time_text, s.get("cpu_time_us")),
+    "device time (profiled)": lambda s: _fmt(time_text, s.get("device_time_us")),
     "ATen ops": lambda s: _fmt(count_text, s.get("ops_per_forward")),
     "kernels": lambda s: _fmt(count_text, s.get("kernels_per_forward")),
     "peak memory": lambda s: _fmt(bytes_text, s.get("peak_memory_bytes") or None),
 }
+
+
+def timed_text(t: dict | None) -> str | None:
+    """A timed row as '98.15 ms (95.21 ms–101.30 ms)': the median and its interquartile range."""
+    if t is None:
+        return None
+    return f"{time_text(t['median_us'])} ({time_text(t['low_us'])}–{time_text(t['high_us'])})"
+
+
+def timed(hw: dict, name: str) -> dict | None:
+    """The variant's row of the set's timing pass, if the set has one that timed it."""
+    return ((hw.get("timing") or {}).get("variants") or {}).get(name)
+
+
+def timed_cell(t: dict | None) -> str | None:
+    """A timed row in a table cell: the median, its interquartile range small beneath it."""
+    if t is None:
+        return None
+    return f"{time_text(t['median_us'])}<br><small>{time_text(t['low_us'])}–{time_text(t['high_us'])}</small>"
+
+
+def ratio_cell(value: float, low: float, high: float, verdict: bool | None = True) -> str:
+    """A ratio in a table cell: its value, its range small beneath, and 'cannot tell' where said."""
+    tell = ", cannot tell" if verdict is None else ""
+    return f"{value:.2f}×<br><small>{low:.2f}–{high:.2f}×{tell}</small>"
+
+
+def speedup_text(base: dict | None, t: dict | None) -> str | None:
+    """base's median ÷ t's, with the interval their interquartile ranges allow; 'cannot tell'
+    where that interval holds 1 (neither is faster for sure)."""
+    if base is None or t is None:
+        return None
+    value, low, high = intervals.ratio(base, t)
+    return ratio_cell(value, low, high, intervals.above(low, high))
+
+
+def busy_line(hw: dict) -> str | None:
+    """One line when the set was made on a busy machine (a load above its core count)."""
+    loads = [hw["env"].get("load"), (hw.get("timing") or {}).get("load")]
+    busy = [x for x in loads if isinstance(x, dict) and x.get("busy")]
+    if not busy:
+        return None
+    most = max(
+        max((x.get("load_avg_before") or [0])[0], (x.get("load_avg_after") or [0])[0]) for x in busy
+    )
+    return (
+        f"**Busy machine:** a load average of {most:.2f} on {busy[0].get('cpu_count')} cores while "
+        "this set was made; its times are slower and wider than on an idle machine."
+    )
 
 
 def _code(text: str) -> str:
@@ -130,7 +179,8 @@ def environment_line(hw: dict) -> str:
     parts += [f"cuDNN {env['cudnn_version']}"] if env.get("cudnn_version") else []
     parts += [f"profiled {env['date']}"] if env.get("date") else []
     parts += [f"commit `{env['git_commit']}`"] if env.get("git_commit") else []
-    return " · ".join(parts)
+    line = " · ".join(parts)
+    return f"{line}  \n{busy}" if (busy := busy_line(hw)) else line
 
 
 def setup_line(summary: dict) -> str:
@@ -317,14 +367,20 @@ def render_compare(page: Page, *names: str) -> str:
             return None
         ran = [s for s in summaries.values() if s["available"]]
         columns = [c for c, read in COLUMNS.items() if any(read(s) is not None for s in ran)]
-        columns = columns or ["CPU time"]
+        columns = columns or ["CPU time (profiled)"]
+        # The timing pass's median and interquartile range first: the time to compare by.
+        if any(timed(hw, n) for n in summaries):
+            read = {"time (median, IQR)": lambda n, s: timed_cell(timed(hw, n))}
+        else:
+            read = {}
+        read |= {c: (lambda n, s, c=c: COLUMNS[c](s)) for c in columns}
         rows = [
-            _row([f"`{n}`", *(COLUMNS[c](s) for c in columns)])
+            _row([f"`{n}`", *(cell(n, s) for cell in read.values())])
             if s["available"]
-            else f"| `{n}` | not available here |" + " |" * (len(columns) - 1)
+            else f"| `{n}` | not available here |" + " |" * (len(read) - 1)
             for n, s in summaries.items()
         ]
-        head = _row(["variant", *columns]) + "\n|---|" + "--:|" * len(columns)
+        head = _row(["variant", *read]) + "\n|---|" + "--:|" * len(read)
         shapes = {setup_line(s) for s in ran}
         shape = (
             shapes.pop() if len(shapes) == 1 else "rows at different shapes: see each variant's tab"
@@ -334,6 +390,40 @@ def render_compare(page: Page, *names: str) -> str:
         )
 
     return per_set(page, ", ".join(f"`{n}`" for n in names), body)
+
+
+def render_speedup(page: Page, a: str, b: str) -> str:
+    """`<!-- profile-speedup: A B -->`: A's and B's times from each set's timing pass, A's ÷ B's with
+    its interval and verdict (cannot tell where the interval holds 1); with A naive, the clone of
+    one score matrix timed in the same rounds."""
+    page.variants(a, b)
+
+    def body(hw: dict) -> str | None:
+        ta, tb = timed(hw, a), timed(hw, b)
+        if ta is None or tb is None:
+            return None
+        value, low, high = intervals.ratio(ta, tb)
+        verdict = {
+            True: f"`{b}` is faster: the whole interval is above 1×.",
+            False: f"`{b}` is slower: the whole interval is below 1×.",
+            None: "Cannot tell which is faster: the interval holds 1×.",
+        }[intervals.above(low, high)]
+        lines = [
+            f"<small>{environment_line(hw)}</small>",
+            f"Timed interleaved, apart from the profiler: `{a}` {timed_text(ta)}, `{b}` "
+            f"{timed_text(tb)} per forward (median and {intervals.INTERVAL}). `{a}` ÷ `{b}`: "
+            f"**{intervals.ratio_text(value, low, high)}**. {verdict}",
+        ]
+        clone = (hw.get("timing") or {}).get("score_clone")
+        if clone and a == specs.REFERENCE:
+            share = clone["median_us"] / ta["median_us"]
+            lines.append(
+                f"The clone of one score matrix ({bytes_text(clone['bytes'])}), timed in the same "
+                f"rounds: {timed_text(clone)}, {share:.0%} of `{a}`'s median forward."
+            )
+        return "\n\n".join(lines)
+
+    return per_set(page, f"a timing pass with `{a}` and `{b}`", body)
 
 
 def render_diff(page: Page, a: str, b: str) -> str:
@@ -383,20 +473,27 @@ def render_glance(page: Page) -> str:
         gpu = hw["device_type"] == "cuda"
         key = "device_time_us" if gpu else "cpu_time_us"
         count = "kernels" if gpu else "ATen ops"
-        times = ["CPU time", "device time"] if gpu else ["CPU time"]
+        has_timing = bool(timed(hw, ref) or any(timed(hw, s["variant"]) for s in summaries))
+        # With a timing pass, the time of each row is its median and interquartile range; without,
+        # the profiler's means, labelled as such, and no speedup.
+        times = (
+            ["CPU time (profiled)", "device time (profiled)"] if gpu else ["CPU time (profiled)"]
+        )
         base = found.get(ref) or {}
         ran = [s for s in summaries if s["available"]]
         # Speedups compare rows at the reference's shape; rows at other shapes get a table of their own.
         common = setup_line(base) if base.get("available") else setup_line(ran[0]) if ran else None
-        head = ["variant and its lesson", count, *times, "speedup", "peak memory"]
+        time_head = ["time (median, IQR)", "speedup"] if has_timing else times
+        head = ["variant and its lesson", count, *time_head, "peak memory"]
         rows = [_row(head), "|---|" + "--:|" * (len(head) - 1)]
-        other = ["variant and its lesson", "shape", count, "CPU time", "peak memory"]
+        other = ["variant and its lesson", "shape", count, time_head[0], "peak memory"]
         other = [_row(other), "|---|---|--:|--:|--:|"]
         # A step's table gives the time that matters on the device (GPU: device time), to fit a page.
         step = [
             "variant and its lesson",
-            "forward",
-            "backward",
+            "step (median, IQR)",
+            "forward (profiled)",
+            "backward (profiled)",
             "saved for backward",
             "peak of the step",
         ]
@@ -406,7 +503,8 @@ def render_glance(page: Page) -> str:
             name = f"`{s['variant']}`<br><small>{specs.spec(s['variant']).lesson}</small>"
             if specs.spec(s["variant"]).trains:  # a training step: forward and backward apart
                 b = s.get("backward") or {}
-                cells = [_fmt(time_text, part.get(key)) for part in (s, b)]
+                cells = [timed_cell(timed(hw, s["variant"]))]
+                cells += [_fmt(time_text, part.get(key)) for part in (s, b)]
                 kept = ("saved_for_backward_bytes", "peak_memory_step_bytes")
                 cells += [_fmt(bytes_text, b.get(k)) for k in kept]
                 if not s["available"]:
@@ -415,14 +513,32 @@ def render_glance(page: Page) -> str:
             elif not s["available"]:
                 rows.append(_row([name, "not available here", *[None] * (len(head) - 2)]))
             elif setup_line(s) != common:
-                cells = [COLUMNS[c](s) for c in (count, "CPU time", "peak memory")]
+                shown = timed_cell(timed(hw, s["variant"])) if has_timing else COLUMNS[times[0]](s)
+                cells = [COLUMNS[count](s), shown, COLUMNS["peak memory"](s)]
                 other.append(_row([name, setup_line(s), *cells]))
             else:
-                speedup = f"{base[key] / s[key]:.2f}×" if base.get(key) and s.get(key) else None
-                cells = [*(COLUMNS[c](s) for c in (count, *times)), speedup]
+                if has_timing:
+                    mine = timed(hw, s["variant"])
+                    speedup = speedup_text(timed(hw, ref), mine) if s["variant"] != ref else "1×"
+                    cells = [timed_cell(mine), speedup]
+                else:
+                    cells = [COLUMNS[c](s) for c in times]
+                cells = [COLUMNS[count](s), *cells]
                 rows.append(_row([name, *cells, COLUMNS["peak memory"](s)]))
         text = [f"<small>{environment_line(hw)}</small>"] + ([common] if common else [])
-        text.append(f"Per forward. Speedup: {ref}'s time ÷ the variant's, at {ref}'s shape.")
+        if has_timing:
+            text.append(
+                f"Per forward, timed apart from the profiler, every variant interleaved in one "
+                f"process: the median and, in brackets, the {intervals.INTERVAL} (the middle half "
+                f"of the timed repetitions). Speedup: {ref}'s median ÷ the variant's, at {ref}'s "
+                "shape, with the lowest and highest ratio the two ranges allow; where that range "
+                "holds 1×, the table says it cannot tell which is faster."
+            )
+        else:
+            text.append(
+                "Per forward, as the profiler timed three forwards (no timing pass in this set, so "
+                "no spread and no speedup)."
+            )
         text.append("\n".join(rows))
         if len(other) > 2:
             text += [
@@ -430,9 +546,10 @@ def render_glance(page: Page) -> str:
             ]
         if len(steps) > 2:
             text.append(
-                f"Training steps: the {times[-1]} of the forward and of the backward, what "
-                "autograd saved for the backward, and the peak from the start of the forward to "
-                "the end of the backward:\n\n" + "\n".join(steps)
+                "Training steps: a whole step timed (median and interquartile range), the "
+                f"{times[-1]} of its forward and of its backward, what autograd saved for the "
+                "backward, and the peak from the start of the forward to the end of the "
+                "backward:\n\n" + "\n".join(steps)
             )
         if hw["manifest"].get("overview"):
             svg = page.link(f"profiles/{hw['slug']}/{layout.OVERVIEW}")
@@ -488,7 +605,51 @@ def decoding_table(rows: list[dict]) -> str:
                 f"| {impl} | {lo['cache_len']} | {lo['bandwidth_ratio']:.2f} | {hi['cache_len']} "
                 f"| {hi['bandwidth_ratio']:.2f} | {lo['overhead_share']:.0%} |"
             )
+    every = [r for r in rows if r.get("kind") == "step"]
+    if every:
+        lines += ["", *monotonic_lines(every)]
     return "\n".join(lines)
+
+
+def monotonic_lines(steps: list[dict]) -> list[str]:
+    """Whether each way's step time grows with the cache; where a longer cache took less time, the
+    pair, and whether the drop is within the two interquartile ranges (a tie) or beyond them; a drop
+    every way makes between the same two caches is the moment they were timed at (all ways are timed
+    in the same rounds), not the cache."""
+    drops = []
+    for key in dict.fromkeys((r["impl"], r["batch"]) for r in steps):
+        mine = sorted(
+            (r for r in steps if (r["impl"], r["batch"]) == key), key=lambda r: r["cache_len"]
+        )
+        for a, b in zip(mine, mine[1:], strict=False):
+            if b["time_us"] < a["time_us"]:
+                beyond = b.get("high_us", b["time_us"]) < a.get("low_us", a["time_us"])
+                drops.append((a, b, beyond))
+    if not drops:
+        return ["Every way's step time grows with the cache (medians), at every batch."]
+    ways = {r["impl"] for r in steps}
+    pair = lambda a, b: (a["batch"], a["cache_len"], b["cache_len"])  # noqa: E731
+    beyond_at = [pair(a, b) for a, b, beyond in drops if beyond]
+    everyone = {p for p in beyond_at if beyond_at.count(p) == len(ways)}
+    lines = ["Where a longer cache took less time than a shorter one:", ""]
+    for a, b, beyond in drops:
+        if not beyond:
+            why = "within the interquartile ranges: a tie, not a drop"
+        elif pair(a, b) in everyone:
+            why = (
+                "beyond both interquartile ranges, as for every way at these two caches: the "
+                "shorter cache was timed at a slow moment of the machine (its load, above)"
+            )
+        else:
+            why = (
+                "beyond both interquartile ranges, for this way alone: its shorter step was slowed "
+                "by something other than its cache (fixed costs, last column)"
+            )
+        lines.append(
+            f"- {a['impl']}, batch {a['batch']}: cache {a['cache_len']} {time_text(a['time_us'])} → "
+            f"cache {b['cache_len']} {time_text(b['time_us'])}, {why}."
+        )
+    return lines
 
 
 def benchmark_table(rows: list[dict]) -> str:
@@ -506,17 +667,45 @@ def benchmark_table(rows: list[dict]) -> str:
             " carries a copy of its vector code per ISA and runs the one torch runs.",
             "",
         ]
+    ceilings = {r.get("dtype"): r["matmul_tflops"] for r in rows if r.get("matmul_tflops")}
+    if ceilings:
+        gemm = "a large `torch.mm`" if isas else "a large `torch.mm` (cuBLAS)"
+        each = ", ".join(f"{t:.3g} TFLOP/s in {d}" for d, t in ceilings.items())
+        lines += [
+            f"This machine's matmul ceiling, {gemm} timed in the same run: {each}. The last column "
+            "is the variant's FLOP/s as a share of it (causal rows count the half of the products "
+            "they need).",
+            "",
+        ]
+    spread = any("ratio_low" in r for r in mine)
     lines += [
-        f"Batch × heads: {', '.join(sizes)}. TFLOP/s of every row: in the data below.",
+        f"Batch × heads: {', '.join(sizes)}. TFLOP/s of every row: in the data below."
+        + (
+            f" Times: the median and its {intervals.INTERVAL}; the ratio of the medians, with the "
+            "lowest and highest ratio the two ranges allow."
+            if spread
+            else ""
+        ),
         "",
-        f"| variant | dtype | seq × head_dim | causal | time | ÷ {specs.BENCHMARK_BASELINE} |",
-        "|---|---|--:|---|--:|--:|",
+        f"| variant | dtype, seq × head_dim | time | ÷ {specs.BENCHMARK_BASELINE} |"
+        + (" × ceiling |" if ceilings else ""),
+        "|---|--:|--:|--:|" + ("--:|" if ceilings else ""),
     ]
-    for r in mine:
-        causal = "yes" if r["is_causal"] else "no"
-        shape = f"{r['seq']} × {r['head_dim']}"
-        cells = [f"`{r['variant']}`", r.get("dtype", "?"), shape, causal]
-        lines.append(_row([*cells, time_text(r["time_us"]), f"{r['ratio_to_flash']:.2f}"]))
+    for r in mine:  # the shape in one column: the table fits a page's column at 1280 px
+        masking = "causal" if r["is_causal"] else "full"
+        shape = f"{r.get('dtype', '?')}<br><small>{r['seq']} × {r['head_dim']}, {masking}</small>"
+        cells = [f"`{r['variant']}`", shape]
+        if "low_us" in r:
+            cells.append(timed_cell({**r, "median_us": r["time_us"]}))
+        else:
+            cells.append(time_text(r["time_us"]))
+        if "ratio_low" in r:
+            cells.append(ratio_cell(r["ratio_to_flash"], r["ratio_low"], r["ratio_high"]))
+        else:
+            cells.append(f"{r['ratio_to_flash']:.2f}")
+        if ceilings:
+            cells.append(_fmt(lambda x: f"{x:.2f}", r.get("ceiling_share")))
+        lines.append(_row(cells))
     return "\n".join(lines)
 
 
@@ -619,6 +808,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-claim": (2, render_claim),
     "profile-compare": (None, render_compare),
     "profile-diff": (2, render_diff),
+    "profile-speedup": (2, render_speedup),
     "profile-env": (0, render_env),
     "profile-glance": (0, render_glance),
     "profile-figure": (1, render_figure),

@@ -1,0 +1,128 @@
+"""The timing pass's contract: its fields, their order, interleaving, and "cannot tell" on overlap.
+
+Nothing here depends on how fast anything ran: calls are counted, not timed, and the intervals
+whose verdicts are checked are written by hand.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attn.profiling.config import ProfileConfig
+from attn.profiling.environment import busy_line, cpu_slug, load_over
+from attn.profiling.timing import measure
+from attn.profiling.timing_pass import SCORE_CLONE, main, run
+from attn.traces import intervals, layout
+
+TINY = ProfileConfig(batch=1, heads=2, seq_q=32, seq_k=32, head_dim=16)
+
+
+def t(median: float, low: float, high: float) -> dict:
+    return {"median_us": median, "low_us": low, "high_us": high, "repeats": 9}
+
+
+def test_measure_interleaves_the_calls_round_by_round():
+    order: list[str] = []  # each change of call, not each call: a block makes many calls
+
+    def call(label):
+        def fn():
+            if not order or order[-1] != label:
+                order.append(label)
+
+        return fn
+
+    found = measure(
+        {"a": call("a"), "b": call("b")}, min_rounds=4, max_rounds=4, budget_s=0, block_s=1e-4
+    )
+    # warm-up a, b, then four rounds of a's block and b's block: a and b take turns throughout
+    assert order == ["a", "b"] * 5
+    for row in found.values():
+        assert 0 < row.low_us <= row.median_us <= row.high_us
+        assert row.repeats >= 4 and row.calls >= row.repeats
+
+
+def test_measure_stops_at_max_rounds_whatever_the_budget():
+    calls = []
+    found = measure(
+        {"a": lambda: calls.append(1)}, min_rounds=2, max_rounds=3, budget_s=1e9, precision=0.0
+    )
+    assert found["a"].repeats >= 3  # three rounds, each one block or more, and no more rounds
+
+
+def test_timing_pass_writes_every_variant_with_its_interval_and_the_load():
+    result = run(TINY, ["naive", "inplace", "decode_repeat_kv", "train_naive"], 0.1, lambda _: 0)
+    rows = {r["variant"]: r for r in result["rows"]}
+    assert set(rows) == {"naive", "inplace", "decode_repeat_kv", "train_naive"}
+    for row in rows.values():
+        assert intervals.checked(row) is row  # fields there, low <= median <= high
+        assert row["repeats"] >= 1 and row["shape"]["batch"] >= 1
+    assert rows["train_naive"]["what"] == "training step" and rows["naive"]["what"] == "forward"
+    assert rows["decode_repeat_kv"]["shape"]["seq_q"] == 1  # timed at its own (decode) shape
+    clone = result[SCORE_CLONE]
+    assert clone["bytes"] == 1 * 2 * 32 * 32 * 4 and intervals.checked(clone)
+    assert result["interval"] == intervals.INTERVAL
+    assert set(result["load"]) >= {"load_avg_before", "load_avg_after", "steal_share", "busy"}
+
+
+def test_timing_pass_main_writes_timing_json_into_the_set(tmp_path, monkeypatch):
+    monkeypatch.setattr("attn.profiling.timing_pass.default_config", lambda device: TINY)
+    monkeypatch.setattr("attn.profiling.timing_pass.specs.names", lambda: ["naive", "sdpa_math"])
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 0
+    (folder,) = tmp_path.iterdir()
+    assert folder.name.startswith("cpu-") or folder.name == "cpu"
+    data = json.loads((folder / layout.TIMING).read_text())
+    assert [r["variant"] for r in data["rows"]] == ["naive", "sdpa_math"]
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        ({"median_us": 2.0, "low_us": 1.0, "repeats": 3}, "no number for high_us"),
+        (t(2.0, 3.0, 4.0), "low_us ≤ median_us ≤ high_us"),
+        (t(2.0, 1.0, 1.5), "low_us ≤ median_us ≤ high_us"),
+        (t(0.0, 0.0, 0.0), "low_us ≤ median_us ≤ high_us"),
+        ({**t(2.0, 1.0, 3.0), "repeats": 0}, "repeats is 0"),
+    ],
+)
+def test_a_timing_row_out_of_order_is_refused_in_one_line(row, says):
+    with pytest.raises(intervals.BadTiming, match=says):
+        intervals.checked(row)
+
+
+def test_speedup_is_the_ratio_of_medians_with_the_widest_interval_the_ranges_allow():
+    value, low, high = intervals.ratio(t(100.0, 90.0, 110.0), t(50.0, 45.0, 55.0))
+    assert value == 2.0
+    assert low == pytest.approx(90 / 55) and high == pytest.approx(110 / 45)
+    assert intervals.above(low, high) is True
+
+
+def test_overlapping_intervals_cannot_tell():
+    naive, inplace = t(100.0, 90.0, 110.0), t(95.0, 85.0, 105.0)
+    assert intervals.faster(inplace, naive) is None
+    assert intervals.above(*intervals.ratio(naive, inplace)[1:]) is None
+    assert intervals.faster(t(50.0, 45.0, 55.0), naive) is True
+    assert intervals.faster(naive, t(50.0, 45.0, 55.0)) is False
+    assert intervals.below(0.8, 1.1, 1.0) is None and intervals.below(0.5, 0.9) is True
+
+
+def test_cpu_sets_are_named_by_the_cpu_model():
+    assert cpu_slug("AMD EPYC") == "cpu-amd-epyc"
+    assert (
+        cpu_slug("Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz") == "cpu-intel-xeon-platinum-8480"
+    )
+    assert cpu_slug("AMD EPYC 9654 96-Core Processor") == "cpu-amd-epyc-9654"
+    assert cpu_slug("") == "cpu"
+
+
+def test_a_load_above_the_core_count_is_busy_and_says_so():
+    idle = {"load_avg": [0.1, 0.1, 0.1], "ticks": {"total": 100, "steal": 0}}
+    busy = {"load_avg": [2.5, 1.0, 0.5], "ticks": {"total": 300, "steal": 20}}
+    load = load_over(idle, busy)
+    assert load["steal_share"] == 0.1 and load["load_avg_after"] == [2.5, 1.0, 0.5]
+    assert load["busy"] is (2.5 > load["cpu_count"])
+    quiet = load_over(idle, idle)
+    assert quiet["busy"] is False and quiet["steal_share"] is None and busy_line(quiet) is None
+    stamped = {**quiet, "busy": True, "load_avg_after": [9.0, 1, 1]}
+    assert busy_line(stamped).startswith("busy machine: load average 9.00")
