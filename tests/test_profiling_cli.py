@@ -1,7 +1,9 @@
 """`python -m attn.profiling`: its subcommands, and one line naming the flag for every bad flag."""
 
 import errno
+import gzip
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -296,3 +298,63 @@ def test_impossible_event_data_is_one_line_naming_the_file(tmp_path, capsys):
     assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(trace) in line and "'aten::softmax' has ts None" in line
+
+
+# --- nothing a command did not write is replaced or removed ---------------------------------------
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)  # not a plain file, as a device is: never to be replaced by one
+    return path
+
+
+@pytest.mark.parametrize("out", ["input", "fifo"])
+def test_diagnose_json_never_replaces_its_input_or_a_device(tmp_path, out, capsys):
+    trace = write_trace(tmp_path / "t.json")
+    before = trace.read_bytes()
+    target = trace if out == "input" else _fifo(tmp_path / "pipe")
+    assert main(["diagnose", str(trace), "--json", str(target)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error:") and str(target) in line
+    assert trace.read_bytes() == before and (out == "input" or target.is_fifo())
+
+
+def test_analyze_into_the_set_its_trace_is_from_removes_nothing(tmp_path, capsys):
+    """--out at the set the trace is read from: table.txt (which a trace cannot give back) and
+    viewer.png were deleted, and recheck then failed on the summary."""
+    folder = tmp_path / "cpu" / "naive"
+    trace = write_trace(folder / "trace.json.gz")
+    (folder / "table.txt").write_text("the profiler's table\n")
+    (folder / "summary.json").write_text('{"variant": "naive"}')
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    argv = ["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path / "cpu")]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(trace) in line and "another folder" in line
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    (folder / "trace.json.gz").rename(tmp_path / "trace.json.gz")  # read from elsewhere: table.txt
+    argv[1] = str(tmp_path / "trace.json.gz")
+    assert main(argv) == 1 and "table.txt" in capsys.readouterr().err
+
+
+def test_traces_whose_names_would_clash_get_distinct_folders(tmp_path):
+    """x/t.json, x/t.json.gz and x-t-1.json: two folders were both x-t-1, one trace's numbers."""
+
+    def longer(events):
+        for e in events:
+            if e.get("cat") == "kernel":
+                e["dur"] *= 2
+
+    traces = [
+        write_trace(tmp_path / "x" / "t.json"),
+        write_trace(tmp_path / "x" / "t.json.gz", longer),
+        write_trace(tmp_path / "x-t-1.json", longer),
+    ]
+    traces[1].write_bytes(gzip.compress(traces[1].read_bytes()))
+    out = tmp_path / "out"
+    assert main(["analyze", *map(str, traces), "--out", str(out)]) == 0
+    sources = sorted(
+        (json.loads((f / "summary.json").read_text())["source"], f.name) for f in out.iterdir()
+    )
+    assert [s for s, _ in sources] == ["t.json", "t.json.gz", "x-t-1.json"]
+    assert len({n for _, n in sources}) == 3

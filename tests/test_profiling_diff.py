@@ -268,3 +268,21 @@ def test_command_line_names_an_out_it_cannot_write(pair, tmp_path, capsys):
     (tmp_path / "a-file").write_text("x")
     assert main([*map(str, pair), "--out", str(tmp_path / "a-file" / "d.json")]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error:")
+
+
+@pytest.mark.parametrize("out", ["b", "a-folder", "fifo"])
+def test_command_line_never_writes_over_an_input_or_a_device(pair, tmp_path, out, capsys):
+    """`diff a.json b.json --out b.json` replaced b and exited 0; a device became a file."""
+    import os
+
+    a, b = pair
+    folder = tmp_path / "run"
+    write_artifacts(json.loads(a.read_text()), folder)
+    before = {p: p.read_bytes() for p in (b, *folder.iterdir())}
+    if out == "fifo":
+        os.mkfifo(tmp_path / "pipe")
+    target = {"b": b, "a-folder": folder / "summary.json", "fifo": tmp_path / "pipe"}[out]
+    assert main([str(folder), str(b), "--out", str(target)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error:") and str(target) in line
+    assert {p: p.read_bytes() for p in before} == before

@@ -38,7 +38,7 @@ from attn.profiling.flags import (
     variant_name,
 )
 from attn.traces import diagnose, layout
-from attn.traces.atomic import write_json
+from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.trace import TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
@@ -166,16 +166,36 @@ def cmd_example(args: argparse.Namespace, console: Console) -> int:
 
 
 def output_names(traces: Sequence[Path], variant: str | None) -> list[str]:
-    """A folder name per trace: its name before the first dot, with its folder's name in front
-    where two would share one (every example writes trace.json.gz), numbered if still shared."""
+    """A folder name per trace, each its own: its name before the first dot, with its folder's
+    name in front where two would share one (every example writes trace.json.gz), then numbered
+    past every name already given or taken."""
     if variant:
         return [variant]
-    names = [p.name.split(".")[0] for p in traces]
+    names = [p.name.split(".")[0] or "trace" for p in traces]
     names = [
         f"{p.resolve().parent.name}-{n}" if names.count(n) > 1 else n
         for p, n in zip(traces, names, strict=True)
     ]
-    return [f"{n}-{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    given: list[str] = []
+    for n in names:
+        number, name = 1, n
+        while names.count(n) > 1 and (name == n or name in names) or name in given:
+            name, number = f"{n}-{number}", number + 1
+        given.append(name)
+    return given
+
+
+def check_analyze_output(traces: Sequence[Path], folders: Sequence[Path]) -> None:
+    """Refused before any reading: a folder that holds an input trace or what analyze cannot
+    write again (a run's table.txt and viewer.png)."""
+    for folder in folders:
+        for trace in traces:
+            if folder.resolve() in trace.resolve().parents:
+                raise layout.RefusedFolder(
+                    f"{folder} holds {trace}, the trace read, which attn.profiling did not "
+                    "write: it would be lost; give --out another folder"
+                )
+        layout.check_replaceable(folder, writes=layout.ANALYZED_FILES)
 
 
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
@@ -183,9 +203,11 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
 
     if args.variant and len(args.traces) > 1:
         raise SystemExit("error: --variant names one variant: give one trace with it")
+    names = output_names(args.traces, args.variant)
+    check_analyze_output(args.traces, [args.out / name for name in names])
     folders = []
     with progress_bar(console) as bar:  # a trace of a whole training step takes a while
-        for path, name in zip(args.traces, output_names(args.traces, args.variant), strict=True):
+        for path, name in zip(args.traces, names, strict=True):
             task = bar.add_task(f"reading {path.name}", total=1 + len(ANALYSIS_STEPS))
             trace = read_trace(path)
             base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
@@ -218,6 +240,8 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a file."""
+    if args.json is not None:  # before the reading: a bad output is said at once
+        check_output(args.json, (args.trace,))
     result = diagnose.diagnose(read_trace(args.trace), specs.chapter_teaching)
     if args.json is not None:
         write_json(args.json, result)
@@ -336,6 +360,7 @@ def _main(argv: Sequence[str] | None) -> int:
         TraceFormatError,
         layout.RefusedFolder,
         layout.BrokenSet,
+        RefusedOutput,
         OSError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width (a full

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attn.traces import layout
-from attn.traces.atomic import write_json
+from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.table import aggregate
 from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
 from attn.traces.units import count_text, time_text
@@ -353,12 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="show unchanged rows too")
     args = parser.parse_args(argv)
     try:
+        if args.out:  # never over an input, whatever the diff finds
+            check_output(args.out, (args.a, args.b))
         data = diff(args.a, args.b, args.range)
         print_diff(data, args.all)
         if args.out:
             write_json(args.out, data)
             print(f"written: {args.out}")
-    except (TraceFormatError, OSError) as exc:  # a bad --out too: one line, not a traceback
+    except (TraceFormatError, RefusedOutput, OSError) as exc:  # a bad --out: one line too
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
