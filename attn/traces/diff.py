@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attn.traces import layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
+from attn.traces.markdown import code, text
 from attn.traces.table import aggregate
 from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
 from attn.traces.units import count_text, time_text
@@ -270,14 +271,15 @@ def _time(us: float) -> str:
 
 
 def _cell_name(name: str) -> str:
-    return f"`{_short(name, 70)}`".replace("|", "\\|")
+    return code(_short(name, 70)).replace("|", "\\|")
 
 
 def render_diff(data: dict, everything: bool = False) -> str:
-    """Markdown: the headline, then a table of the rows that changed (every row if `everything`)."""
-    a, b = data["a"]["label"], data["b"]["label"]
-    lines = [f"**{a} → {b}:** {data['headline']}."]
-    lines += [f"<small>Note: {n}.</small>" for n in data.get("notes", [])]
+    """Markdown: the headline, then a table of the rows that changed (every row if `everything`).
+    What came from a trace or a summary (labels, names, notes) shows as text."""
+    a, b = text(data["a"]["label"]), text(data["b"]["label"])
+    lines = [f"**{a} → {b}:** {text(data['headline'])}."]
+    lines += [f"<small>Note: {text(n)}.</small>" for n in data.get("notes", [])]
     rows = [r for r in data["rows"] if everything or r["change"] != "same"]
     if rows:
         lines += [
@@ -289,7 +291,8 @@ def render_diff(data: dict, everything: bool = False) -> str:
             calls = f"{count_text(r['calls_a'])} → {count_text(r['calls_b'])}"
             times = f"{_time(r['time_us_a'])} → {_time(r['time_us_b'])}"
             lines.append(
-                f"| {_cell_name(r['name'])} | {r['kind']} | {calls} | {times} | {r['change']} |"
+                f"| {_cell_name(r['name'])} | {text(r['kind'])} | {calls} | {times} "
+                f"| {text(r['change'])} |"
             )
     same = sum(r["change"] == "same" for r in data["rows"])
     if same and not everything:

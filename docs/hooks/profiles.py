@@ -11,7 +11,6 @@ variants, claims and lessons come from attn.specs.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import posixpath
@@ -22,13 +21,15 @@ from typing import NamedTuple
 
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
-from profile_sets import artifact_files, hardware_sets, read_json
+from profile_sets import BrokenSet, artifact_files, hardware_sets, read_json
 
 from attn import specs
 from attn.traces import layout
+from attn.traces import markdown as md
 from attn.traces.backward import as_forward
 from attn.traces.checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
+from attn.traces.diff import render_diff as diff_markdown
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.traces.units import bytes_text, count_text, time_text
 
@@ -113,11 +114,6 @@ COLUMNS = {  # per-forward number -> how to read it from a summary (None: not me
 }
 
 
-def _code(text: str) -> str:
-    """Backticks around op names in a claim's sentence."""
-    return re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)
-
-
 def environment_line(hw: dict) -> str:
     """Device, torch (and CUDA) version, date and commit of a hardware set, on one line."""
     env = hw["env"]
@@ -187,7 +183,7 @@ def render_variant(page: Page, name: str) -> str:
         if not summary["available"]:
             reason = (summary.get("reason") or "No reason was recorded.").strip()
             reason = reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
-            return f'!!! note "Not available on {hw["title"]}"\n\n    {reason}'
+            return f'!!! note "Not available on {hw["title"]}"\n\n    {md.prose(reason)}'
         files = set(hw["manifest"]["variants"][name].get("files", []))
         url = lambda f: page.link(f"profiles/{hw['slug']}/{name}/{f}")  # noqa: E731
         where = f"{name} on {hw['title']}"
@@ -198,7 +194,7 @@ def render_variant(page: Page, name: str) -> str:
         if layout.VIEWER in files:
             selected = (summary.get("viewer") or {}).get("selected")
             alt = f"The trace of {where} in a trace viewer, one {shown}" + (
-                f", {selected} selected and boxed in red" if selected else ""
+                f", {md.text(selected)} selected and boxed in red" if selected else ""
             )
             focus = _focus(summary.get("viewer"))
             text.append(f"![{alt}]({url(layout.VIEWER)}){{ loading=lazy{focus} }}")
@@ -212,7 +208,7 @@ def render_variant(page: Page, name: str) -> str:
                 f'data-trace-viewer data-trace-range="{shown}" }}'
             )
         if kernels := summary.get("kernels"):
-            items = "\n".join(f"    - `{k}`" for k in kernels)
+            items = "\n".join(f"    - {md.code(k)}" for k in kernels)
             text.append(f'??? info "Kernel names ({len(kernels)})"\n\n{items}')
         downloads = {layout.TRACE: "", layout.TABLE_TXT: " (the profiler's own table)"}
         links = [f"[{f}]({url(f)}){why}" for f, why in downloads.items() if f in files]
@@ -231,7 +227,7 @@ def claims_of(name: str, hw: dict) -> list[dict]:
 def _on(device_type: str, text: str) -> str:
     """The sentence with the hardware it is about in front, unless it already starts with it."""
     words = DEVICE_WORDS[device_type]
-    return _code(text) if text.startswith(words) else f"{words}: {_code(text)}"
+    return md.prose(text) if text.startswith(words) else f"{words}: {md.prose(text)}"
 
 
 def render_check(page: Page, name: str) -> str:
@@ -240,8 +236,8 @@ def render_check(page: Page, name: str) -> str:
     checked = [(hw, claims) for hw in page.sets if (claims := claims_of(name, hw))]
     tabs = [
         (hw["title"], "\n".join(
-            f"- {VERDICT[c.get('holds')][0]} **{VERDICT[c.get('holds')][1]}:** {_code(c['text'])} "
-            f"<small>Observed: {_code(c.get('observed') or '–')}</small>"
+            f"- {VERDICT[c.get('holds')][0]} **{VERDICT[c.get('holds')][1]}:** {md.prose(c['text'])} "
+            f"<small>Observed: {md.prose(c.get('observed') or '–')}</small>"
             for c in claims
         ))
         for hw, claims in checked
@@ -296,12 +292,12 @@ def render_claim(page: Page, name: str, key: str) -> str:
     verdicts = {holds for holds, _, _ in results}
     kind = "note" if not results else "success" if verdicts == {True} else "warning"
     lines = [
-        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {_code(seen or '–')})"
+        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {md.prose(seen or '–')})"
         for holds, seen, title in results
     ] or [waiting]
     # A sentence several variants share (each compiled variant's first call) says whose it is.
     shared = sum(any(c.text == claim.text for c in spec.claims) for spec in specs.SPECS) > 1
-    title = _code(f"{name}: {claim.text}" if shared else claim.text).replace('"', "'")
+    title = md.prose(f"{name}: {claim.text}" if shared else claim.text).replace('"', "'")
     return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
 
 
@@ -341,12 +337,11 @@ def render_diff(page: Page, a: str, b: str) -> str:
     def body(hw: dict) -> str | None:
         if diff_name(a, b) not in hw["manifest"].get("diffs", []):
             return None
-        data = read_json(hw["folder"] / layout.DIFF_DIR / diff_name(a, b))
-        if not isinstance(data.get("markdown"), str):
-            raise page.error(
-                f"{diff_name(a, b)} on {hw['title']} has no 'markdown'; rerun the profile"
-            )
-        return data["markdown"]
+        path = hw["folder"] / layout.DIFF_DIR / diff_name(a, b)
+        try:  # drawn from its rows, each name as text: the stored Markdown could hold anything
+            return diff_markdown(read_json(path))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise BrokenSet(f"profiles hook: {path} is not a diff ({type(e).__name__}: {e})") from e
 
     return per_set(page, f"a diff of `{a}` and `{b}`", body)
 
@@ -543,56 +538,78 @@ def render_public(page: Page, folder: str) -> str:
     if specs.public(folder) is None:
         known = ", ".join(p.folder for p in specs.PUBLIC)
         raise page.error(f"unknown public trace {folder!r}; known: {known}")
-    here = f"profiles/{layout.PUBLIC_DIR}/{folder}"
     path = page.root / layout.PUBLIC_DIR / folder / layout.DIAGNOSIS
     if not path.is_file():
         return (
             f'!!! note "Not written yet: {folder}"\n\n    `python -m attn.profiling.public` writes '
             "what this section shows, from the trace in `tests/fixtures/realtraces/`.\n"
         )
-    data = read_json(path)
+    try:
+        return _public_markdown(page, folder, read_json(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BrokenSet(
+            f"profiles hook: {path} is not a diagnosis ({type(e).__name__}: {e})"
+        ) from e
+
+
+def _public_markdown(page: Page, folder: str, data: dict) -> str:
+    """What render_public shows of a diagnosis.json; every value in it shows as text."""
+    here = f"profiles/{layout.PUBLIC_DIR}/{folder}"
     src = data["source"]
-    repo = src["repository"].removeprefix("https://github.com/")
-    url = f"{src['repository']}/blob/{src['commit']}/{src['path']}"
+    repository = src["repository"]
+    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
+        raise ValueError(f"source.repository {repository!r} is not a GitHub repository's address")
+    repo = md.text(repository.removeprefix("https://github.com/"))
+    commit, path = (re.sub(r"[^\w./-]", "_", str(src[k])) for k in ("commit", "path"))
+    url = f"{repository}/blob/{commit}/{path}"
     text = [
-        f"<small>Recorded by others on an **{src['GPU']}** · torch: {src['torch']} · "
-        f"[`{src['path'].rsplit('/', 1)[-1]}`]({url}) from [{repo}]({src['repository']}) at "
-        f"commit `{src['commit'][:8]}`, {src['license']} license. A copy is kept as test data in "
-        f"`tests/fixtures/realtraces/{folder}/`, with its SOURCE.txt and LICENSE.</small>"
+        f"<small>Recorded by others on an **{md.text(src['GPU'])}** · torch: "
+        f"{md.text(src['torch'])} · [{md.code(path.rsplit('/', 1)[-1])}]({url}) from "
+        f"[{repo}]({repository}) at commit {md.code(commit[:8])}, {md.text(src['license'])} "
+        f"license. A copy is kept as test data in `tests/fixtures/realtraces/{folder}/`, with its "
+        "SOURCE.txt and LICENSE.</small>"
     ]
     rows = []  # four columns, to fit a page's column: compiled under the name, one call's cost
     for r in data["attention"]:
         k, t = r["kernels_per_call"], r["device_time_us_per_call"]
         cost = None if k is None else f"{count_text(k)} kernel{'' if k == 1 else 's'}"
         cost = " · ".join(x for x in (cost, _fmt(time_text, t)) if x) or None
-        name = f"`{r['implementation']}`" + ("<br><small>compiled</small>" if r["compiled"] else "")
-        rows.append(_row([name, r["where"], r["calls"], cost]))
+        name = md.code(r["implementation"]) + (
+            "<br><small>compiled</small>" if r["compiled"] else ""
+        )
+        rows.append(_row([name, md.text(r["where"]), count_text(r["calls"]), cost]))
     head = "| implementation | where | calls | per call |"
     text.append("**What `diagnose` finds:**\n\n" + "\n".join([head, "|---|---|--:|--:|", *rows]))
-    found = [
-        f"- `{f['kind']}` ({f['count']}): {f['advice']} See [{f['chapter']}]({page.link(f['chapter'])})."
-        for f in data["findings"]
-    ] or ["- No finding: nothing to fix that diagnose knows of."]
+    chapters = {p for entry in page.config.get("nav", []) for p in entry.values()}
+    found = []
+    for f in data["findings"]:
+        if chapters and f["chapter"] not in chapters:
+            raise ValueError(f"findings: chapter {f['chapter']!r} is not a page of the site")
+        found.append(
+            f"- {md.code(f['kind'])} ({count_text(f['count'])}): {md.prose(f['advice'])} See "
+            f"[{md.text(f['chapter'])}]({page.link(f['chapter'])})."
+        )
+    found = found or ["- No finding: nothing to fix that diagnose knows of."]
     unchecked: dict[str, list[str]] = {}  # one line per reason
     for gap in data["not_checked"]:
-        unchecked.setdefault(gap["why"], []).append(f"`{gap['kind']}`")
+        unchecked.setdefault(md.prose(gap["why"]), []).append(md.code(gap["kind"]))
     found += [f"- Not checked, {', '.join(k)}: {why}." for why, k in unchecked.items()]
     text.append("\n".join(found))
     shot = data["screenshot"]
     if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
-        alt = f"One attention call of the {src['GPU']} trace in a trace viewer"
+        alt = f"One attention call of the {md.text(src['GPU'])} trace in a trace viewer"
         focus = _focus(data.get("viewer"))
         text.append(
             f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy{focus} }}\n\n<small>One "
-            f"attention call in the trace viewer (where: {shot['where']}), marked by the band on "
-            f"the diagnose track; selected and boxed in red: `{shot['select'][:80]}`. Python's "
-            "stack frames are left out of the picture.</small>"
+            f"attention call in the trace viewer (where: {md.text(shot['where'])}), marked by the "
+            f"band on the diagnose track; selected and boxed in red: {md.code(shot['select'][:80])}. "
+            "Python's stack frames are left out of the picture.</small>"
         )
     text.append(
         "\n".join(
-            f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {_code(c['text'])} "
-            f"<small>Observed: {_code(html.escape(c['observed'], quote=False))}</small>"
-            for c in data["claims"]  # kernel names hold < and >
+            f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {md.prose(c['text'])} "
+            f"<small>Observed: {md.prose(c['observed'])}</small>"
+            for c in data["claims"]
         )
     )
     return "\n\n".join(text)
