@@ -349,3 +349,38 @@ def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
     (tmp_path / "trace.json").write_text(json.dumps(trace))
     assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
     assert capsys.readouterr().out.strip() == "No attention found in this trace."
+
+
+# --- many tiny events: one pass over them, not one per event (20k took 12 s, 1M was killed) -------
+
+
+def _op(name: str, ts: float, tid: int = 1, dur: float = 1) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def test_tiny_ops_in_one_range_before_the_attention_are_read_in_one_pass():
+    """A range of 20,000 tiny ops, a repeat among them, then matmul, softmax, matmul."""
+    n = 20_000
+    events = [{**_op("attn_fwd", 0, dur=2 * n + 100), "cat": "user_annotation"}]
+    events += [_op("aten::add", 1 + 2 * i) for i in range(n)]
+    events[n // 2]["name"] = "aten::repeat_interleave"
+    events += [_op(name, 2 * n + 10 * j, dur=5) for j, name in enumerate(("aten::mm",
+               "aten::softmax", "aten::mm"))]  # fmt: skip
+    result = diagnose_trace(Trace({"traceEvents": events}))
+    assert [(r["implementation"], r["where"], r["calls"]) for r in result["attention"]] == [
+        ("eager", "attn_fwd", 1)
+    ]
+    assert kinds(result) == {"eager_attention": 1, "repeat_kv": 1}
+
+
+def test_ops_each_on_its_own_thread_are_grouped_in_one_pass():
+    """Ten thousand threads: each thread's ops were found by a scan of every op."""
+    threads = 10_000
+    events = [
+        _op(name, 10 * t + j, tid=t, dur=0.5)
+        for t in range(threads)
+        for j, name in enumerate(("aten::mm", "aten::softmax", "aten::mm"))
+    ]
+    events += [_op("aten::add", 5, tid=threads + t) for t in range(threads)]
+    result = diagnose_trace(Trace({"traceEvents": events}))
+    assert [(r["implementation"], r["calls"]) for r in result["attention"]] == [("eager", threads)]

@@ -153,9 +153,11 @@ def _eager_calls(trace: Trace, taken: list[Call]) -> list[Call]:
     kinds = {i: k for i, n in enumerate(trace.name) if trace.cat[i] == "cpu_op" and (k := _kind(n))}
     busy = set(kinds) | {c.row for c in taken}
     outer = [i for i in sorted(kinds) if not any(a in busy for a in trace.ancestors(i))]
+    by_thread: dict[int, list[int]] = {}  # one pass: ten thousand threads made this quadratic
+    for i in outer:
+        by_thread.setdefault(int(trace.thread[i]), []).append(i)
     calls = []
-    for thread in dict.fromkeys(int(trace.thread[i]) for i in outer):
-        seq = [i for i in outer if trace.thread[i] == thread]
+    for seq in by_thread.values():
         for qk, softmax, pv in zip(seq, seq[1:], seq[2:], strict=False):
             shape = (kinds[qk], kinds[softmax], kinds[pv])
             scopes = {_scope(trace, r) for r in (qk, softmax, pv)}
@@ -241,7 +243,8 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     for c in calls:
         window = [r for r in _inside(trace, c.row, c.region_start, c.start).tolist()]
         window = [r for r in window if trace.cat[r] == "cpu_op" and r != c.row]
-        ops = [r for r in window if trace.parent[r] not in set(window)]
+        inside = set(window)  # once: a range of a million tiny ops made this quadratic
+        ops = [r for r in window if trace.parent[r] not in inside]
         for a, b in itertools.pairwise([*ops, None]):
             if trace.name[a] in patterns.REPEAT_OPS:
                 found.add(a)

@@ -277,8 +277,12 @@ class Trace:
         """Row numbers of each thread's host events (device work left out), in start order, and
         their start times: a range's events are found by binary search, whatever the ranges."""
         host = np.flatnonzero(~self.is_device)
-        rows = {int(t): host[self.thread[host] == t] for t in np.unique(self.thread[host])}
-        return {t: (r, self.ts[r]) for t, r in rows.items()}
+        if not len(host):
+            return {}
+        host = host[np.argsort(self.thread[host], kind="stable")]  # a mask per thread: quadratic
+        threads, first = np.unique(self.thread[host], return_index=True)
+        rows = zip(threads.tolist(), np.split(host, first[1:]), strict=True)
+        return {t: (r, self.ts[r]) for t, r in rows}
 
     @functools.cached_property
     def parent(self) -> np.ndarray:
