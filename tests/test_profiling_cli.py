@@ -358,3 +358,25 @@ def test_traces_whose_names_would_clash_get_distinct_folders(tmp_path):
     )
     assert [s for s, _ in sources] == ["t.json", "t.json.gz", "x-t-1.json"]
     assert len({n for _, n in sources}) == 3
+
+
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m"  # a window title, a cleared screen, a colour
+
+
+def test_escape_sequences_in_a_trace_never_reach_the_terminal(tmp_path, capsys):
+    """Names from a trace reached the terminal as they were: rich removes only BEL and CR."""
+    name = f"attn_fwd{ESCAPES}"
+
+    def rename(events):
+        for e in events:
+            if e.get("name") == "attn_fwd":
+                e["name"] = name
+            elif e.get("name") == "aten::softmax":
+                e["name"] = f"aten::softmax{ESCAPES}"
+
+    trace = write_trace(tmp_path / "t.json", rename)
+    assert main(["analyze", str(trace), "--range", name, "--out", str(tmp_path / "o")]) == 0
+    assert main(["diagnose", str(trace)]) == 0
+    said = capsys.readouterr()
+    assert "\x1b" not in said.out + said.err and "\x07" not in said.out + said.err
+    assert "\\x1b]0;pwned" in said.err  # shown, as its escapes

@@ -39,6 +39,7 @@ from attn.profiling.flags import (
 )
 from attn.traces import diagnose, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
+from attn.traces.markdown import visible
 from attn.traces.trace import TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
@@ -114,6 +115,12 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     return 1 if failed else 0
 
 
+def shown(text: str) -> str:
+    """Text from a trace or a summary for the terminal: no markup, no escape sequence (a window
+    title, a cleared screen), control characters as their escapes."""
+    return escape(visible(text))
+
+
 def report(folders: Sequence[Path], console: Console) -> None:
     """One row per variant: times and counts from its summary; then where the artifacts are."""
     columns = ("CPU µs", "device µs", "ATen ops", "kernels", "memcpy", "memset")
@@ -123,12 +130,12 @@ def report(folders: Sequence[Path], console: Console) -> None:
     for folder in folders:
         s = json.loads((folder / layout.SUMMARY).read_text())
         if not s["available"]:
-            table.add_row(escape(s["variant"]), "[dim]not available[/dim]")
-            unavailable.append(escape(f"{s['variant']}: {s['reason']}"))
+            table.add_row(shown(s["variant"]), "[dim]not available[/dim]")
+            unavailable.append(shown(f"{s['variant']}: {s['reason']}"))
             continue
         memcpy = s.get("memcpy_per_forward")
         table.add_row(
-            escape(s["variant"]),
+            shown(s["variant"]),
             fmt(s["cpu_time_us"]),
             fmt(s["device_time_us"]),
             fmt(s["ops_per_forward"]),
@@ -140,7 +147,7 @@ def report(folders: Sequence[Path], console: Console) -> None:
     for line in unavailable:
         console.print(f"[dim]{line}[/dim]")
     if folders:
-        console.print(escape(f"artifacts in {folders[0].parent}/"))
+        console.print(shown(f"artifacts in {folders[0].parent}/"))
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -228,13 +235,13 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     for folder in folders:
         summary = json.loads((folder / layout.SUMMARY).read_text())
         console.print(
-            escape(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
+            shown(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
         )
         for problem in summary.get("problems", []):
-            console.print(escape(f"  cannot tell: {problem}"))
+            console.print(shown(f"  cannot tell: {problem}"))
         for claim in summary.get("claims", []):
             verdict = {True: "holds", False: "does not hold", None: "cannot tell"}[claim["holds"]]
-            console.print(escape(f"  {verdict}: {claim['text']} ({claim['observed']})"))
+            console.print(shown(f"  {verdict}: {claim['text']} ({claim['observed']})"))
     return 0
 
 
@@ -254,10 +261,11 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
 
     changed = recheck(args.root, specs, write=not args.check)
     for row in changed:
-        console.print(escape(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
+        console.print(shown(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
         for before, after in zip(row["before"] or [], row["after"] or [], strict=False):
             if before != after:
-                console.print(escape(f"  was: {before}\n  now: {after}"))
+                console.print(shown(f"  was: {before}"))
+                console.print(shown(f"  now: {after}"))
     sets = len(layout.hardware_dirs(args.root))
     console.print(
         escape(f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} file(s) differ")

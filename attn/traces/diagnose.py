@@ -21,10 +21,11 @@ from collections.abc import Callable
 
 import numpy as np
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup
 from rich.table import Table
 
 from attn.traces import patterns
+from attn.traces.markdown import visible
 from attn.traces.trace import KERNEL, MEMCPY, STEP_PREFIX, Trace, device_name_of
 from attn.traces.units import count_text, time_text
 
@@ -387,6 +388,11 @@ def diagnose(trace: Trace, teaching: Teaching = lambda kind: None) -> dict:
     }
 
 
+def shown(text: object) -> str:
+    """A name from the trace for the terminal: no rich markup, no escape sequence."""
+    return _markup(visible(str(text)))
+
+
 def report(result: dict, console: Console) -> None:
     """The report as the terminal shows it: a table of attention, then findings, then gaps."""
     if not result["attention"]:
@@ -397,9 +403,9 @@ def report(result: dict, console: Console) -> None:
             table.add_column(header, overflow="fold", no_wrap=header != "where")
         for r in result["attention"]:
             table.add_row(
-                r["implementation"],
+                shown(r["implementation"]),
                 "yes" if r["compiled"] else "no",
-                escape(r["where"]),
+                shown(r["where"]),
                 str(r["calls"]),
                 "–" if r["kernels_per_call"] is None else count_text(r["kernels_per_call"]),
                 "–"
@@ -410,13 +416,15 @@ def report(result: dict, console: Console) -> None:
         for r in result["attention"]:
             for kernel in r["kernels"]:
                 console.print(
-                    f"  {r['implementation']}: {escape(kernel)}", overflow="ellipsis", no_wrap=True
+                    f"  {shown(r['implementation'])}: {shown(kernel)}",
+                    overflow="ellipsis",
+                    no_wrap=True,
                 )
     if result["findings"]:
         table = Table("finding", "count", "chapter", "advice", title="Findings")
         for f in result["findings"]:
             advice = f["advice"] + (f" ({f['detail']})" if f.get("detail") else "")
-            table.add_row(f["kind"], str(f["count"]), f["chapter"], escape(advice))
+            table.add_row(shown(f["kind"]), str(f["count"]), shown(f["chapter"]), shown(advice))
         console.print(table)
     elif result["attention"]:
         console.print("Findings: none.")
@@ -424,4 +432,4 @@ def report(result: dict, console: Console) -> None:
     for gap in result["not_checked"]:
         gaps.setdefault(gap["why"], []).append(gap["kind"])
     for why, kinds in gaps.items():
-        console.print(f"[dim]{', '.join(kinds)}: not checked, {escape(why)}[/dim]")
+        console.print(f"[dim]{shown(', '.join(kinds))}: not checked, {shown(why)}[/dim]")
