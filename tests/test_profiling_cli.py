@@ -380,3 +380,21 @@ def test_escape_sequences_in_a_trace_never_reach_the_terminal(tmp_path, capsys):
     said = capsys.readouterr()
     assert "\x1b" not in said.out + said.err and "\x07" not in said.out + said.err
     assert "\\x1b]0;pwned" in said.err  # shown, as its escapes
+
+
+def test_a_stale_diff_is_removed_and_a_stray_file_named(committed_set, tmp_path, capsys):
+    """A stray file in diff/ failed --check forever, and the write mode left it and exited 0."""
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    stale = root / "cpu/diff/inplace__naive.json"  # a pair whose sides once both ran
+    shutil.copy(root / "cpu/diff/naive__inplace.json", stale)
+    assert main(["recheck", str(root), "--check"]) == 1
+    assert main(["recheck", str(root)]) == 0 and not stale.exists()
+    assert main(["recheck", str(root), "--check"]) == 0
+    (root / "cpu/diff/notes.json").write_text("{}")  # not ours: named, left where it is
+    capsys.readouterr()
+    for check in ([], ["--check"]):
+        assert main(["recheck", str(root), *check]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "diff/notes.json is no diff of two variants" in line
+    assert (root / "cpu/diff/notes.json").read_text() == "{}"

@@ -286,3 +286,31 @@ def test_command_line_never_writes_over_an_input_or_a_device(pair, tmp_path, out
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error:") and str(target) in line
     assert {p: p.read_bytes() for p in before} == before
+
+
+def test_an_edited_summary_does_not_change_the_counts(pair, tmp_path):
+    """Rows come from the traces; the totals came from the summary, so an edit said 45 -> 1."""
+    a, b = pair
+    folders = []
+    for side in (a, b):
+        folder = tmp_path / side.stem
+        write_artifacts(json.loads(side.read_text()), folder)
+        folders.append(folder)
+    truth = diff(*folders)
+    summary = folders[1] / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "ops_per_forward": 1,
+                                   "kernels_per_forward": 99, "forwards": 7}))  # fmt: skip
+    edited = diff(*folders)
+    for key in ("ops_per_forward", "kernels_per_forward", "forwards"):
+        assert edited["b"][key] == truth["b"][key]
+
+
+def test_a_summary_whose_range_is_not_a_name_is_one_line(pair, tmp_path, capsys):
+    a, b = pair
+    folder = tmp_path / "run"
+    write_artifacts(json.loads(a.read_text()), folder)
+    summary = folder / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "range": 5}))
+    assert main([str(folder), str(b)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(summary) in line and "range is 5" in line

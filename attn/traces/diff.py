@@ -32,6 +32,8 @@ TOTALS = (
     "forwards", "cpu_time_us", "device_time_us", "ops_per_forward", "kernels_per_forward",
     "memcpy_per_forward", "memset_per_forward", "peak_memory_bytes",
 )  # fmt: skip
+COUNTS = ("forwards", "ops_per_forward", "kernels_per_forward", "memcpy_per_forward",
+          "memset_per_forward")  # fmt: skip
 _EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
@@ -62,12 +64,21 @@ def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
         trace_path, label = path, path.name.split(".")[0]
     trace = read_trace(trace_path)
     wanted = range_name or (summary or {}).get("range")
+    if not isinstance(wanted, (str, type(None))):
+        raise TraceFormatError(f"{path / layout.SUMMARY}: range is {wanted!r}, not a range's name")
     fwds = trace.forwards(wanted)
     if not fwds:
         raise TraceFormatError(f"{path}: the trace holds no {wanted or 'attn_fwd'} range")
     measured = per_forward(trace, wanted)
-    # The summary's own numbers win (they are what the chapter shows); a bare trace gets measured.
-    totals = {key: (summary or measured).get(key, measured.get(key)) for key in TOTALS}
+    # Counts come from the trace, as the rows do (an edited summary said 45 -> 1 beside rows the
+    # same); a summary's times and peak win, as what the chapter shows (the trace's own are kept
+    # for a bare trace).
+    totals = {
+        key: measured.get(key)
+        if key in COUNTS
+        else (summary or measured).get(key, measured.get(key))
+        for key in TOTALS
+    }
     info = {
         "label": (summary or {}).get("variant") or label,
         "source": path.name,
