@@ -384,3 +384,21 @@ def test_ops_each_on_its_own_thread_are_grouped_in_one_pass():
     events += [_op("aten::add", 5, tid=threads + t) for t in range(threads)]
     result = diagnose_trace(Trace({"traceEvents": events}))
     assert [(r["implementation"], r["calls"]) for r in result["attention"]] == [("eager", threads)]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"Input Dims": [1, 2, 3], "Input type": ["float"] * 3},
+        {"Input Dims": [[1], None, "z"], "Input type": [None, 5, []]},
+        {"Input Dims": [[2, 3, "a"], [], [], 7], "Input type": ["float"] * 3},
+        {"Input Dims": "x", "Input type": "y"},
+    ],
+    ids=["ints", "nulls", "a string dim", "strings"],
+)
+def test_malformed_input_dims_are_not_read_not_a_traceback(args):
+    """Each raised a TypeError deep in the math-fallback check."""
+    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args)))
+    (math,) = result["findings"]
+    assert math["kind"] == "math_fallback" and "record_shapes" in math["detail"]
+    assert [g["kind"] for g in result["not_checked"]] == ["fp32_attention_on_gpu"]

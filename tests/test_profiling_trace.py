@@ -233,3 +233,24 @@ def test_claims_on_flagged_data_cannot_tell(cuda_trace):
     )
     assert summary["claims"] and all(c["holds"] is None for c in summary["claims"])
     assert all("cannot tell" in c["observed"] for c in summary["claims"])
+
+
+def test_json_nested_past_any_trace_is_one_error(tmp_path):
+    """100,000 levels raised RecursionError from the standard library's decoder."""
+    from attn.traces.trace import load_trace
+
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(TraceFormatError, match="deep.json: JSON nested too deep"):
+        load_trace(path)
+
+
+@pytest.mark.parametrize("value", ["abc", "inf", "nan", "-1", "0"])
+def test_a_trace_size_limit_that_is_not_a_size_is_named(tmp_path, monkeypatch, value):
+    from attn.traces.trace import load_trace
+
+    path = tmp_path / "t.json"
+    path.write_text(FIXTURE.read_text())
+    monkeypatch.setenv("ATTN_MAX_TRACE_GIB", value)
+    with pytest.raises(TraceFormatError, match=f"ATTN_MAX_TRACE_GIB is '{value}'"):
+        load_trace(path)

@@ -254,9 +254,21 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     return len(found), None
 
 
+def _inputs(args: dict) -> tuple[list, list] | None:
+    """(Input Dims, Input type) as the profiler records them, a list of int lists and a list of
+    names; None where absent or malformed (what cannot be read is not guessed at)."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    ints = lambda d: isinstance(d, list) and all(type(x) is int for x in d)  # noqa: E731
+    if not (isinstance(dims, list) and all(ints(d) for d in dims)):
+        return None
+    if not (isinstance(types, list) and all(isinstance(t, str) for t in types)):
+        return None
+    return dims, types
+
+
 def _refusals(args: dict) -> list[str]:
     """What in SDPA's recorded inputs rules its fused backends out."""
-    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    dims, types = _inputs(args) or ([], [])
     if len(dims) < 3 or len(types) < 3:
         return []
     found = []
@@ -276,7 +288,7 @@ def _math_fallback(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     on_gpu = [c for c in calls if c.implementation == patterns.sdpa("math") and c.device_rows]
     if not on_gpu:
         return 0, None
-    if all("Input Dims" not in trace.args[c.row] for c in on_gpu):
+    if all(_inputs(trace.args[c.row]) is None for c in on_gpu):
         return len(on_gpu), f"why cannot be read: {NO_SHAPES}"
     reasons = dict.fromkeys(r for c in on_gpu for r in _refusals(trace.args[c.row]))
     return len(on_gpu), "; ".join(reasons) or (
@@ -285,7 +297,8 @@ def _math_fallback(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 
 
 def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
-    types = [(trace.args[c.row].get("Input type") or [None])[0] for c in calls if c.device_rows]
+    inputs = [_inputs(trace.args[c.row]) for c in calls if c.device_rows]
+    types = [(i[1] or [None])[0] if i else None for i in inputs]
     if types and all(t is None for t in types):
         return None, NO_SHAPES
     return sum(t == "float" for t in types), None

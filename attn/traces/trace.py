@@ -80,7 +80,14 @@ class Event(NamedTuple):
 
 def _max_trace_bytes() -> int:
     """The most a trace may decompress to: a bomb of a few kilobytes must not take the machine."""
-    return int(float(os.environ.get("ATTN_MAX_TRACE_GIB", "4")) * 2**30)
+    text = os.environ.get("ATTN_MAX_TRACE_GIB", "4")
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = math.nan
+    if not (math.isfinite(gib) and gib > 0):
+        raise TraceFormatError(f"ATTN_MAX_TRACE_GIB is {text!r}: give a size in GiB, such as 8")
+    return int(gib * 2**30)
 
 
 def _decompress(data: bytes, limit: int, where: str) -> bytes:
@@ -124,6 +131,8 @@ def load_trace(path: Path | str) -> dict:
         trace = parse_json(raw)
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read it ({e.strerror or e})") from e
+    except RecursionError:  # orjson stops at 1024 levels, the standard library at the stack
+        raise TraceFormatError(f"{path}: JSON nested too deep to be a trace") from None
     except (ValueError, EOFError, zlib.error) as e:
         if isinstance(e, TraceFormatError):
             raise
