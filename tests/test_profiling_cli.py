@@ -398,3 +398,27 @@ def test_a_stale_diff_is_removed_and_a_stray_file_named(committed_set, tmp_path,
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "diff/notes.json is no diff of two variants" in line
     assert (root / "cpu/diff/notes.json").read_text() == "{}"
+
+
+def _drop(path: Path, *keys: str) -> None:
+    path.write_text(
+        json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k not in keys})
+    )
+
+
+def test_recheck_mends_a_summary_missing_its_numbers(committed_set, tmp_path, capsys):
+    """KeyError: 'cpu_time_us' (--check) and KeyError: 'shape' (write mode) were tracebacks."""
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    numbers = ("cpu_time_us", "ops_per_forward", "forwards", "range", "claims", "kernels", "ops")
+    _drop(root / "cpu/naive/summary.json", *numbers)
+    assert main(["recheck", str(root), "--check"]) == 1
+    assert "naive/summary.json" in capsys.readouterr().err.replace("\n", "")
+    assert main(["recheck", str(root)]) == 0
+    assert main(["recheck", str(root), "--check"]) == 0
+    _drop(root / "cpu/naive/summary.json", "shape")  # what ran: no trace says it again
+    capsys.readouterr()
+    for check in ([], ["--check"]):
+        assert main(["recheck", str(root), *check]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "naive/summary.json has no shape" in line
