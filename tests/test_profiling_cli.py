@@ -422,3 +422,15 @@ def test_recheck_mends_a_summary_missing_its_numbers(committed_set, tmp_path, ca
         assert main(["recheck", str(root), *check]) == 1
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "naive/summary.json has no shape" in line
+
+
+@pytest.mark.parametrize(
+    "flag", [["--batch", "1000000000"], ["--seq-k", "99999999999999999999"]], ids=["batch", "seq-k"]
+)
+def test_a_shape_that_cannot_fit_is_one_line_before_anything_runs(tmp_path, flag, capsys):
+    """--batch 100000 was killed by the kernel with no message; a huge --seq-k printed C++."""
+    argv = ["run", "--device", "cpu", "--variants", "naive", "--out", str(tmp_path), *flag]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the shape") and "GiB free" in line
+    assert not (tmp_path / "cpu").exists()

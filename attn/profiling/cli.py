@@ -151,11 +151,16 @@ def report(folders: Sequence[Path], console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from attn.profiling.config import check_fits, config_for
     from attn.profiling.run import profile_variant
+
+    config = config_from(args)
+    for name in args.variants:  # before any variant runs (a decode step has its own shape)
+        check_fits(config_for(name, config))
 
     shot = not args.no_screenshot
     profile = lambda variant, config: profile_variant(variant, config, args.out, screenshot=shot)  # noqa: E731
-    return run(args.variants, profile, config_from(args), args.out, console)
+    return run(args.variants, profile, config, args.out, console)
 
 
 def cmd_example(args: argparse.Namespace, console: Console) -> int:
