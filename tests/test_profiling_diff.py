@@ -314,3 +314,18 @@ def test_a_summary_whose_range_is_not_a_name_is_one_line(pair, tmp_path, capsys)
     assert main([str(folder), str(b)]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(summary) in line and "range is 5" in line
+
+
+def test_command_line_out_is_scrubbed(tmp_path, capsys):
+    """diff --out wrote every path the traces held, which a published trace never does."""
+    traces = []
+    for name, inplace in (("a", False), ("b", True)):
+        trace = _trace(inplace)
+        for e in trace["traceEvents"]:
+            if e.get("name") == "aten::clone":
+                e["name"] = "/home/bob.jones/p/model.py(12): clone"
+        traces.append(tmp_path / f"{name}.json")
+        traces[-1].write_text(json.dumps(trace))
+    out = tmp_path / "d.json"
+    assert main([*map(str, traces), "--out", str(out)]) == 0
+    assert "bob.jones" not in out.read_text() and "<redacted>" in out.read_text()

@@ -319,3 +319,26 @@ def test_op_names_holding_paths_are_scrubbed_in_the_summary_too(tmp_path):
     write_artifacts(trace, tmp_path / "x")
     for name in ("summary.json", "table.md"):
         assert "bob.jones" not in (tmp_path / "x" / name).read_text(), name
+
+
+@pytest.mark.parametrize(
+    ("value", "someone"),
+    [
+        ("/Users/Alice Smith/p/model.py(12): forward", "Smith"),
+        ("C:\\Users\\Alice Smith\\p\\model.py", "Smith"),
+        ("/data/alice.smith:1234", "alice.smith"),
+    ],
+    ids=["a home with a space", "a Windows home with a space", "a user name before a port"],
+)
+def test_a_user_name_is_scrubbed_whole(value, someone):
+    """The surname of /Users/Alice Smith/ was kept, and a user name followed by ':'."""
+    clean = scrub_trace({"traceEvents": [{"name": "x", "args": {"file": value}}]}, paths=[],
+                        names=["alice.smith"])  # fmt: skip
+    assert someone not in json.dumps(clean) and "<redacted>" in json.dumps(clean)
+
+
+def test_a_distributed_master_is_dropped():
+    trace = {"distributedInfo": {"master": "gpu-box-17:29500", "backend": "nccl"},
+             "traceEvents": [{"name": "x", "args": {"distributed": {"master": "10.1.2.3"}}}]}  # fmt: skip
+    text = json.dumps(scrub_trace(trace, paths=[], names=[]))
+    assert "gpu-box-17" not in text and "10.1.2.3" not in text and "nccl" in text

@@ -21,6 +21,7 @@ from pathlib import Path
 from attn.traces import layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.markdown import code, text
+from attn.traces.scrub import Scrubber
 from attn.traces.table import aggregate
 from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
 from attn.traces.units import count_text, time_text
@@ -371,8 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output(args.out, (args.a, args.b))
         data = diff(args.a, args.b, args.range)
         print_diff(data, args.all)
-        if args.out:
-            write_json(args.out, data)
+        if args.out:  # a file to share, as a published trace is: no local path or name
+            write_json(args.out, Scrubber().value(data))
             print(f"written: {args.out}")
     except (TraceFormatError, RefusedOutput, OSError) as exc:  # a bad --out: one line too
         print(f"error: {exc}", file=sys.stderr)

@@ -24,7 +24,9 @@ import orjson
 REDACTED = "<redacted>"
 CHUNK = 20_000  # events scrubbed and written at a time
 # Dropped wherever they appear: host names, and addresses such as distributedInfo.master_addr.
-HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename", "master_addr", "addr", "ip"}
+HOST_KEYS = {
+    "host_name", "hostname", "host", "node", "nodename", "master_addr", "master", "addr", "ip",
+}  # fmt: skip
 # An absolute path inside any string: a run of path characters after / (file:// URLs' too), after
 # C:\ or after \\ (a UNC path: \\server\share).
 PATH_LIKE = re.compile(
@@ -33,6 +35,10 @@ PATH_LIKE = re.compile(
 )
 # Whoever's home it is: the user folder after /home/, /Users/ or C:\Users\, and a UNC server.
 SOMEONE = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\]+|(?<=[/\\]users[/\\])[^/\\]+|(?<=^\\\\)[^\\]+")
+# A home folder whose name holds spaces (/Users/Alice Smith/): PATH_LIKE stops at the first one,
+# so the whole folder name, up to its separator, is redacted first.
+SPACED_HOME = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\\"'<>|\n]* [^/\\\"'<>|\n]*(?=[/\\])|"
+                         r"(?<=[/\\]users[/\\])[^/\\\"'<>|\n]* [^/\\\"'<>|\n]*(?=[/\\])")  # fmt: skip
 
 
 def local_names() -> list[str]:
@@ -68,7 +74,7 @@ class Scrubber:
         # /tmp/torchinductor_<user>/ ; it must not shred a longer word ("dev" in "device").
         self._done: dict[str, str] = {}
         self.name = (
-            re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?=[/\\_\-.]|$)" for n in names))
+            re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?![\w])" for n in names))
             if names
             else None
         )
@@ -119,7 +125,8 @@ class Scrubber:
 
     def text(self, value: str) -> str:
         if value not in self._done:  # names repeat by the thousand in a trace: scrub each once
-            self._done[value] = PATH_LIKE.sub(lambda m: self.path(m.group(0)), value)
+            spaced = SPACED_HOME.sub(REDACTED, value)
+            self._done[value] = PATH_LIKE.sub(lambda m: self.path(m.group(0)), spaced)
         return self._done[value]
 
     def value(self, value):
