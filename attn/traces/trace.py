@@ -249,7 +249,26 @@ class Trace:
             self.problems.append(f"{shared} runtime call(s) reuse another's correlation id")
         if lost:
             self.problems.append(f"none of the {len(device)} device events has its launch")
-        self.device_counts_known = not (shared or lost)
+        between = 0 if lost else self._unlaunched_between()
+        if between:
+            self.problems.append(
+                f"{between} device event(s) without their launch run among those a range launched"
+            )
+        self.device_counts_known = not (shared or lost or between)
+
+    def _unlaunched_between(self) -> int:
+        """Device events whose launch the trace lacks, on a stream between work whose launch it
+        has: they belong to some range, which one cannot be told (kernels of a warm-up before
+        the trace began come first, and are no range's)."""
+        rows = np.flatnonzero(self.is_device)
+        launches = self.correlation[self.is_runtime & (self.correlation >= 0)]
+        known, ts = np.isin(self.correlation[rows], launches), self.ts[rows]
+        streams, stream = np.unique(self.thread[rows], return_inverse=True)
+        first, last = np.full(len(streams), np.inf), np.full(len(streams), -np.inf)
+        np.minimum.at(first, stream[known], ts[known])  # one pass, however many streams
+        np.maximum.at(last, stream[known], ts[known])
+        lost, on = ts[~known], stream[~known]
+        return int(((lost > first[on]) & (lost < last[on])).sum())
 
     def rows_where(self, test) -> np.ndarray:
         """A boolean column: `test(cat, name)` of every row."""
@@ -552,14 +571,20 @@ def depths(evts: list[Event]) -> list[int]:
 def memory_events(raw: dict, device_type: int) -> list[tuple[float, int]]:
     """(ts, signed bytes) of every allocation (+) and free (-) on that device type, in time order."""
     found = [
-        (float(e["ts"]), int(e["args"]["Bytes"]))
+        (e.get("ts"), e["args"]["Bytes"])
         for e in raw.get("traceEvents", [])
         if isinstance(e, dict)
         and e.get("name") == "[memory]"
-        and (e.get("args") or {}).get("Device Type") == device_type
+        and isinstance(e.get("args"), dict)
+        and e["args"].get("Device Type") == device_type
         and "Bytes" in e["args"]
     ]
-    return sorted(found)
+    for ts, size in found:  # a peak summed from anything else would be made up
+        if type(size) is not int or isinstance(ts, bool) or not isinstance(ts, (int, float)):
+            raise TraceFormatError(
+                f"a [memory] event at ts {ts!r} has Bytes {size!r}: not a whole number of bytes"
+            )
+    return sorted((float(ts), size) for ts, size in found)
 
 
 def peak_of(sizes: list[int]) -> int:
