@@ -284,3 +284,15 @@ def test_a_memory_event_whose_size_is_not_bytes_is_named(size):
                             "args": {"Device Type": 0, "Bytes": size}}]}  # fmt: skip
     with pytest.raises(TraceFormatError, match=r"\[memory\] event at ts 5 has Bytes"):
         memory_events(raw, 0)
+
+
+def test_steps_averaged_together_are_named_by_their_prefix():
+    """The summary said ProfilerStep#5 while its numbers were the mean of six steps."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": 100 * n,
+         "dur": 50, "pid": 1, "tid": 1}
+        for n in range(5, 11)
+    ]  # fmt: skip
+    measured = per_forward(Trace({"traceEvents": events}))
+    assert (measured["range"], measured["forwards"]) == ("ProfilerStep#*", 6)
+    assert per_forward(Trace({"traceEvents": events}), "ProfilerStep#*")["forwards"] == 6

@@ -521,8 +521,10 @@ def per_forward(
         return _mean([r[key] for r in rows])
 
     first = fwds[0]
+    names = {trace.name[f.row] for f in fwds}  # ProfilerStep#5 to #10: all, by their prefix
+    named = first.range.name if len(names) == 1 else f"{STEP_PREFIX}*"
     return {
-        "range": first.range.name if range_name is None else range_name,
+        "range": named if range_name is None else range_name,
         "forwards": len(fwds),
         "cpu_time_us": mean_of("cpu_time_us"),
         "device_time_us": mean_of("device_time_us") if on_device else None,
