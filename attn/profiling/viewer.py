@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             print(dest)
     except (ViewerUnavailable, TraceFormatError, RefusedOutput, RuntimeError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)  # a read-only folder for the PNG too
+        print(error, file=sys.stderr)  # a read-only folder for the PNG too: one line
         return 1
     return 0
 
