@@ -342,3 +342,15 @@ def test_a_distributed_master_is_dropped():
              "traceEvents": [{"name": "x", "args": {"distributed": {"master": "10.1.2.3"}}}]}  # fmt: skip
     text = json.dumps(scrub_trace(trace, paths=[], names=[]))
     assert "gpu-box-17" not in text and "10.1.2.3" not in text and "nccl" in text
+
+
+def test_a_host_name_is_scrubbed_in_free_text_too(tmp_path):
+    """'connected to gpu-node-17' kept the host: only host fields and paths were scrubbed."""
+    from attn.traces.scrub import Scrubber, write_trace
+
+    text = "rank 0 connected to gpu-node-17.cluster:29500 (GPU-NODE-17)"
+    trace = {"traceEvents": [{"name": "nccl:all_reduce", "ph": "X", "args": {"note": text}}]}
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[], hosts=["gpu-node-17"]))
+    out = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
+    assert "gpu-node-17" not in out.lower() and "connected to <redacted>.cluster" in out
+    assert "nccl:all_reduce" in out

@@ -41,6 +41,12 @@ SPACED_HOME = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\\"'<>|\n]* [^/\\\"'<>|\n]
                          r"(?<=[/\\]users[/\\])[^/\\\"'<>|\n]* [^/\\\"'<>|\n]*(?=[/\\])")  # fmt: skip
 
 
+def local_hosts() -> list[str]:
+    """This machine's host name, and its first label (gpu-node-17 of gpu-node-17.cluster)."""
+    host = socket.gethostname()
+    return sorted({h for h in (host, host.split(".")[0]) if len(h) >= 3})
+
+
 def local_names() -> list[str]:
     """This machine's host name and user names."""
     found = {socket.gethostname(), os.environ.get("USER", ""), os.environ.get("USERNAME", "")}
@@ -67,9 +73,22 @@ def local_paths() -> list[str]:
 class Scrubber:
     """Redacts local folders, and user or host names, inside path-like text."""
 
-    def __init__(self, paths: list[str] | None = None, names: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        paths: list[str] | None = None,
+        names: list[str] | None = None,
+        hosts: list[str] | None = None,
+    ) -> None:
         self.paths = local_paths() if paths is None else paths
         self.names = names = local_names() if names is None else names
+        # A host name is redacted anywhere, free text too ("connected to gpu-node-17"); a user
+        # name only inside paths (a user called cuda must not rename cudaLaunchKernel).
+        self.hosts = local_hosts() if hosts is None else hosts
+        self.host = (
+            re.compile("|".join(rf"(?<![\w-]){re.escape(h)}(?![\w-])" for h in self.hosts), re.I)
+            if self.hosts
+            else None
+        )
         # Inside a path a name stands between separators, or after `_`/`-` as in
         # /tmp/torchinductor_<user>/ ; it must not shred a longer word ("dev" in "device").
         self._done: dict[str, str] = {}
@@ -93,7 +112,8 @@ class Scrubber:
             b"\\\\users\\\\",
             b"\\\\\\\\",
         ]  # SOMEONE, as JSON spells it
-        return found + others + [orjson.dumps(k) + b":" for k in HOST_KEYS]
+        hosts = [orjson.dumps(h.lower())[1:-1] for h in self.hosts]
+        return found + others + hosts + [orjson.dumps(k) + b":" for k in HOST_KEYS]
 
     def events(self, events: list) -> bytes:
         """The events as JSON text (comma-separated, unbracketed), scrubbed: a chunk whose text
@@ -117,6 +137,10 @@ class Scrubber:
                 at = low.find(marker, ends[i])
         return b",".join(parts)
 
+    def _has_host(self, value: str) -> bool:
+        low = value.lower()
+        return any(h.lower() in low for h in self.hosts)
+
     def path(self, text: str) -> str:
         for folder in self.paths:
             text = text.replace(folder, REDACTED)
@@ -126,13 +150,15 @@ class Scrubber:
     def text(self, value: str) -> str:
         if value not in self._done:  # names repeat by the thousand in a trace: scrub each once
             spaced = SPACED_HOME.sub(REDACTED, value)
-            self._done[value] = PATH_LIKE.sub(lambda m: self.path(m.group(0)), spaced)
+            scrubbed = PATH_LIKE.sub(lambda m: self.path(m.group(0)), spaced)
+            self._done[value] = self.host.sub(REDACTED, scrubbed) if self.host else scrubbed
         return self._done[value]
 
     def value(self, value):
         kind = type(value)
         if kind is str:  # text with no separator holds no path: most names, left untouched
-            return self.text(value) if "/" in value or "\\" in value else value
+            marked = "/" in value or "\\" in value or self._has_host(value)
+            return self.text(value) if marked else value
         if kind is list:
             return [self.value(v) for v in value]
         if kind is dict:  # keys too: a trace may key a table by file path
