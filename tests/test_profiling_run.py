@@ -105,8 +105,8 @@ def test_scrub_removes_names_and_paths_but_keeps_words():
     assert "/tmp/torchinductor_<redacted>/ab/cx.py" in text  # the cache path keeps its shape
     assert "host_name" not in clean and "hostname" not in clean["distributedInfo"]
     assert clean["traceName"] == "trace.json"
-    # Only path-like text and host fields are touched: names and other words stay as recorded.
-    assert clean["traceEvents"][0]["name"] == "device on box7"
+    # A host the trace names is redacted wherever it appears; a user name only inside paths.
+    assert clean["traceEvents"][0]["name"] == "device on <redacted>"
     assert clean["traceEvents"][0]["args"]["who"] == "ann"
 
 
@@ -342,6 +342,19 @@ def test_a_distributed_master_is_dropped():
              "traceEvents": [{"name": "x", "args": {"distributed": {"master": "10.1.2.3"}}}]}  # fmt: skip
     text = json.dumps(scrub_trace(trace, paths=[], names=[]))
     assert "gpu-box-17" not in text and "10.1.2.3" not in text and "nccl" in text
+
+
+def test_a_host_the_trace_names_is_scrubbed_in_its_free_text(tmp_path):
+    """A trace from another machine: its distributedInfo names the master, its text repeats it."""
+    from attn.traces.scrub import Scrubber, write_trace
+
+    trace = {
+        "distributedInfo": {"backend": "nccl", "master_addr": "trainer-04.lab:29500"},
+        "traceEvents": [{"name": "x", "ph": "X", "args": {"note": "rendezvous at trainer-04.lab"}}],
+    }
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[], hosts=[]))
+    out = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
+    assert "trainer-04" not in out and "rendezvous at <redacted>" in out
 
 
 def test_a_host_name_is_scrubbed_in_free_text_too(tmp_path):

@@ -71,7 +71,7 @@ def local_paths() -> list[str]:
 
 
 class Scrubber:
-    """Redacts local folders, and user or host names, inside path-like text."""
+    """Redacts local folders and user names inside path-like text, and host names anywhere."""
 
     def __init__(
         self,
@@ -83,15 +83,12 @@ class Scrubber:
         self.names = names = local_names() if names is None else names
         # A host name is redacted anywhere, free text too ("connected to gpu-node-17"); a user
         # name only inside paths (a user called cuda must not rename cudaLaunchKernel).
-        self.hosts = local_hosts() if hosts is None else hosts
-        self.host = (
-            re.compile("|".join(rf"(?<![\w-]){re.escape(h)}(?![\w-])" for h in self.hosts), re.I)
-            if self.hosts
-            else None
-        )
+        self._done: dict[str, str] = {}
+        self.hosts: list[str] = []
+        self.host = None
+        self.learn(local_hosts() if hosts is None else hosts)
         # Inside a path a name stands between separators, or after `_`/`-` as in
         # /tmp/torchinductor_<user>/ ; it must not shred a longer word ("dev" in "device").
-        self._done: dict[str, str] = {}
         self.name = (
             re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?![\w])" for n in names))
             if names
@@ -137,6 +134,30 @@ class Scrubber:
                 at = low.find(marker, ends[i])
         return b",".join(parts)
 
+    def learn(self, hosts: list[str]) -> None:
+        """Redact these host names wherever they appear from now on."""
+        self.hosts = sorted({*self.hosts, *(h for h in hosts if len(h) >= 3)})
+        alternatives = "|".join(rf"(?<![\w-]){re.escape(h)}(?![\w-])" for h in self.hosts)
+        self.host = re.compile(alternatives, re.I) if self.hosts else None
+        self._done.clear()
+        self.__dict__.pop("markers", None)
+
+    def learn_from(self, head: dict) -> None:
+        """The hosts a trace names in its own host fields (a master_addr, a hostname), so the
+        free text of a trace from another machine loses them too."""
+        found = []
+        todo = [head]
+        while todo:
+            item = todo.pop()
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if str(k).lower() in HOST_KEYS and isinstance(v, str):
+                        found += [v.rsplit(":", 1)[0] if v.count(":") == 1 else v]
+                    todo.append(v)
+            elif isinstance(item, list):
+                todo += item
+        self.learn(found)
+
     def _has_host(self, value: str) -> bool:
         low = value.lower()
         return any(h.lower() in low for h in self.hosts)
@@ -174,7 +195,9 @@ def scrub_trace(
     trace: dict, paths: list[str] | None = None, names: list[str] | None = None
 ) -> dict:
     """A copy of the Chrome trace with local paths and host and user names redacted."""
-    cleaned = Scrubber(paths, names).value(trace)
+    scrubber = Scrubber(paths, names)
+    scrubber.learn_from({k: v for k, v in trace.items() if k != "traceEvents"})
+    cleaned = scrubber.value(trace)
     cleaned["traceName"] = "trace.json"  # the exporter writes the file's absolute path here
     return cleaned
 
@@ -191,6 +214,7 @@ def write_trace(trace: dict, path: Path, scrubber: Scrubber | None = None) -> Pa
     never exists whole, so writing a trace of a million events takes little more memory."""
     scrubber = scrubber or Scrubber()
     head = {k: v for k, v in trace.items() if k != "traceEvents"}
+    scrubber.learn_from(head)  # its distributedInfo's master, its hostname: in free text too
     head = {**scrubber.value(head), "traceName": "trace.json"}  # the exporter's absolute path
     with (
         open(path, "wb") as file,
