@@ -643,6 +643,13 @@ def _public(root: Path) -> None:
     _edit(folder / "diagnosis.json", change)
 
 
+def _benchmark(root: Path) -> None:
+    row = {"batch": 1, "heads": 8, "seq": 64, "head_dim": 32, "is_causal": True,
+           "dtype": "float32", "time_us": 5.0, "cpu_capability": XSS}  # fmt: skip
+    add_benchmark(root / "cpu", [{**row, "variant": "sdpa_flash"},
+                                 {**row, "variant": XSS, "ratio_to_flash": 0.5}])  # fmt: skip
+
+
 XSS_CASES = {  # how the set carries it -> the marker that shows it
     "kernel name": (_kernel, "<!-- profile: naive -->"),
     "op name in table.md": (_table, "<!-- profile: naive -->"),
@@ -650,6 +657,7 @@ XSS_CASES = {  # how the set carries it -> the marker that shows it
     "unavailable reason": (_reason, "<!-- profile: sdpa_cudnn -->"),
     "diff": (_diff, "<!-- profile-diff: naive sdpa_cudnn -->"),
     "public where": (_public, f"<!-- profile-public: {PUBLIC} -->"),
+    "benchmark row": (_benchmark, "<!-- profile-figure: benchmark -->"),
 }
 EXTENSIONS = [
     "admonition",

@@ -450,7 +450,11 @@ def render_figure(page: Page, name: str) -> str:
             f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
         ]
         if name in TABLES:
-            text.append(TABLES[name](read_json(hw["folder"] / f"{name}.json", list)))
+            path = hw["folder"] / f"{name}.json"
+            try:  # every value shows as text; one of the wrong type names the file
+                text.append(TABLES[name](read_json(path, list)))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise BrokenSet(f"profiles hook: {path}: a row the page cannot show ({e!r})") from e
         return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
 
     return per_set(page, f"the {name} figure", body)
@@ -478,7 +482,8 @@ def decoding_table(rows: list[dict]) -> str:
             mine = sorted((r for r in steps if r["impl"] == impl), key=lambda r: r["cache_len"])
             lo, hi = mine[0], mine[-1]
             lines.append(
-                f"| {impl} | {lo['cache_len']} | {lo['bandwidth_ratio']:.2f} | {hi['cache_len']} "
+                f"| {md.text(impl)} | {int(lo['cache_len'])} | {lo['bandwidth_ratio']:.2f} "
+                f"| {int(hi['cache_len'])} "
                 f"| {hi['bandwidth_ratio']:.2f} | {lo['overhead_share']:.0%} |"
             )
     return "\n".join(lines)
@@ -488,11 +493,13 @@ def benchmark_table(rows: list[dict]) -> str:
     """On a CPU, the vector ISA the run used; then each custom kernel's time as a multiple of the
     baseline's, measured in the same run."""
     mine = [r for r in rows if "ratio_to_flash" in r]
-    sizes = sorted({f"{r.get('batch', '?')} × {r.get('heads', '?')}" for r in mine})
-    isas = sorted({r["cpu_capability"] for r in rows if r.get("cpu_capability")})
+    sizes = sorted(
+        {f"{md.text(r.get('batch', '?'))} × {md.text(r.get('heads', '?'))}" for r in mine}
+    )
+    isas = sorted({md.text(r["cpu_capability"]) for r in rows if r.get("cpu_capability")})
     lines = []
     if isas:  # a CPU run (GPU runs, and CPU runs made before it was recorded, leave it out)
-        ours = ", ".join(f"`{n}`" for n in dict.fromkeys(r["variant"] for r in mine))
+        ours = ", ".join(md.code(n) for n in dict.fromkeys(r["variant"] for r in mine))
         lines += [
             f"Vector ISA of this run: {', '.join(isas)} (`torch.backends.cpu.get_cpu_capability()`)."
             f" Torch's CPU kernels ran that ISA's code, and so did {ours or 'our kernel'}: it"
@@ -507,8 +514,8 @@ def benchmark_table(rows: list[dict]) -> str:
     ]
     for r in mine:
         causal = "yes" if r["is_causal"] else "no"
-        shape = f"{r['seq']} × {r['head_dim']}"
-        cells = [f"`{r['variant']}`", r.get("dtype", "?"), shape, causal]
+        shape = f"{int(r['seq'])} × {int(r['head_dim'])}"
+        cells = [md.code(r["variant"]), md.text(r.get("dtype", "?")), shape, causal]
         lines.append(_row([*cells, time_text(r["time_us"]), f"{r['ratio_to_flash']:.2f}"]))
     return "\n".join(lines)
 
