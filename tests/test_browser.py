@@ -559,7 +559,7 @@ def test_the_script_check_sees_a_script_run(browser):
 
 @pytest.mark.parametrize("case", ["kernel name", "op name in table.md", "claim text and observed",
                                   "unavailable reason", "diff", "public where",
-                                  "benchmark row"])  # fmt: skip
+                                  "benchmark row", "environment"])  # fmt: skip
 def test_a_name_from_a_set_runs_no_script_and_shows_as_text(browser, tmp_path, case):
     """The docs hook's output for a set or trace carrying HTML, as chromium shows it."""
     from test_docs_hook import XSS, rendered, write_fake_profiles

@@ -650,6 +650,10 @@ def _benchmark(root: Path) -> None:
                                  {**row, "variant": XSS, "ratio_to_flash": 0.5}])  # fmt: skip
 
 
+def _environment(root: Path) -> None:
+    _edit(root / "cpu/environment.json", lambda e: e.update(cpu_model=f"[{XSS}](javascript:xss=3)"))
+
+
 XSS_CASES = {  # how the set carries it -> the marker that shows it
     "kernel name": (_kernel, "<!-- profile: naive -->"),
     "op name in table.md": (_table, "<!-- profile: naive -->"),
@@ -658,6 +662,7 @@ XSS_CASES = {  # how the set carries it -> the marker that shows it
     "diff": (_diff, "<!-- profile-diff: naive sdpa_cudnn -->"),
     "public where": (_public, f"<!-- profile-public: {PUBLIC} -->"),
     "benchmark row": (_benchmark, "<!-- profile-figure: benchmark -->"),
+    "environment": (_environment, "<!-- profile: naive -->"),
 }
 EXTENSIONS = [
     "admonition",

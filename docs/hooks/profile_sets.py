@@ -242,7 +242,8 @@ def load_set(folder: Path) -> dict:
         check_file(folder / f"{figure}.json")
     env_path = folder / layout.ENVIRONMENT
     env = read_json(env_path) if env_path.exists() else {}
-    env = {k: html.escape(v) if isinstance(v, str) else v for k, v in env.items()}
+    marks = lambda v: re.sub(r"([\\`\[\]{}])", r"\\\1", v)  # noqa: E731  (a link, code, attributes)
+    env = {k: html.escape(marks(v)) if isinstance(v, str) else v for k, v in env.items()}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
     name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
     name = re.sub(r"([\\`*_\[\]])", r"\\\1", name)  # a tab label is Markdown: its marks as text
