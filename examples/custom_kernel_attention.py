@@ -67,6 +67,10 @@ def parse_args() -> argparse.Namespace:
     reason = KERNELS[args.impl]().why_unavailable(args.device, DTYPES[args.dtype])
     if reason is not None:
         p.error(f"--impl {args.impl} cannot run here: {reason}")
+    # A file or a read-only folder at --out: said now, not after minutes of profiling.
+    here = next(d for d in (args.out, *args.out.parents) if d.exists())  # the rest is made later
+    if not here.is_dir() or not os.access(here, os.W_OK):
+        p.error(f"--out {args.out}: {here} is not a folder that can be written")
     return args
 
 

@@ -71,6 +71,10 @@ def parse_args() -> argparse.Namespace:
         p.error(f"--heads {args.heads} must be a multiple of --kv-heads {args.kv_heads}")
     if args.seq > args.cache_len:
         p.error(f"--seq {args.seq}: the cache ({args.cache_len}) holds the new tokens too")
+    # A file or a read-only folder at --out: said now, not after minutes of profiling.
+    here = next(d for d in (args.out, *args.out.parents) if d.exists())  # the rest is made later
+    if not here.is_dir() or not os.access(here, os.W_OK):
+        p.error(f"--out {args.out}: {here} is not a folder that can be written")
     return args
 
 

@@ -74,6 +74,10 @@ def parse_args() -> argparse.Namespace:
         p.error("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
     if args.mask == "document" and args.seq_k not in (None, args.seq):
         p.error("--mask document packs one sequence: queries and keys are the same tokens")
+    # A file or a read-only folder at --out: said now, not after minutes of profiling.
+    here = next(d for d in (args.out, *args.out.parents) if d.exists())  # the rest is made later
+    if not here.is_dir() or not os.access(here, os.W_OK):
+        p.error(f"--out {args.out}: {here} is not a folder that can be written")
     return args
 
 

@@ -62,6 +62,10 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     if args.device == "cuda" and not gpu:
         p.error("--device cuda: torch sees no CUDA GPU here (use --device cpu)")
+    # A file or a read-only folder at --out: said now, not after minutes of profiling.
+    here = next(d for d in (args.out, *args.out.parents) if d.exists())  # the rest is made later
+    if not here.is_dir() or not os.access(here, os.W_OK):
+        p.error(f"--out {args.out}: {here} is not a folder that can be written")
     return args
 
 

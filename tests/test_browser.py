@@ -537,3 +537,32 @@ def test_open_here_shows_the_trace_in_the_published_viewer(built_site, site_url,
     viewer.wait_for_timeout(300)
     shot(viewer, "naive-open-here")
     assert not context.problems.errors, "\n".join(context.problems.errors)
+
+
+def _runs_script(browser, html: str) -> tuple[bool, str]:
+    """(whether a handler the HTML carries ran, its text) once chromium has loaded it."""
+    page = browser.new_page()
+    try:
+        page.set_content(f"<!doctype html><meta charset=utf-8><body>{html}</body>")
+        page.wait_for_load_state("load")  # a broken image's onerror fires before load
+        return page.evaluate("window.xss !== undefined"), page.evaluate("document.body.textContent")
+    finally:
+        page.close()
+
+
+def test_the_script_check_sees_a_script_run(browser):
+    """The check below can fail: the same name, put in a page as HTML, runs."""
+    from test_docs_hook import XSS
+
+    assert _runs_script(browser, XSS)[0]
+
+
+@pytest.mark.parametrize("case", ["kernel name", "op name in table.md", "claim text and observed",
+                                  "unavailable reason", "diff", "public where",
+                                  "benchmark row", "environment"])  # fmt: skip
+def test_a_name_from_a_set_runs_no_script_and_shows_as_text(browser, tmp_path, case):
+    """The docs hook's output for a set or trace carrying HTML, as chromium shows it."""
+    from test_docs_hook import XSS, rendered, write_fake_profiles
+
+    ran, text = _runs_script(browser, rendered(case, write_fake_profiles(tmp_path / "profiles")))
+    assert not ran and XSS in text

@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -236,10 +237,11 @@ def test_compare_and_env_markers(profiles):
 
 
 def test_diff_marker_shows_the_diff_each_set_has(profiles):
-    _write(profiles / "cpu/diff/naive__sdpa_cudnn.json", {"markdown": "**What changed.**"})
+    diff = {"a": {"label": "x"}, "b": {"label": "y"}, "notes": [], "rows": [], "headline": "less"}
+    _write(profiles / "cpu/diff/naive__sdpa_cudnn.json", diff)
     layout.write_manifest(profiles / "cpu")
     out = expand("<!-- profile-diff: naive sdpa_cudnn -->", "sdpa.md", profiles)
-    assert out.startswith('\n===! "CPU"\n\n    **What changed.**') and "H200" not in out
+    assert out.startswith('\n===! "CPU"\n\n    **x → y:** less.') and "H200" not in out
     none = expand("<!-- profile-diff: sdpa_cudnn naive -->", "sdpa.md", profiles)
     assert "Not profiled yet" in none and "a diff of `sdpa_cudnn` and `naive`" in none
 
@@ -596,7 +598,7 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "https://github.com/AMD-AGI/TraceLens/blob/" in out
     assert (
         "| `sdpa_flash`<br><small>forward</small> | nn.Module: BertSdpaSelfAttention<br><small>"
-        "[1,8,141,64] [1,8,141,64] [1,8,141,64]</small> | 4 | 1 kernel · 9.4 µs (9.1 µs–10.1 µs) · "
+        r"\[1,8,141,64\] \[1,8,141,64\] \[1,8,141,64\]</small> | 4 | 1 kernel · 9.4 µs (9.1 µs–10.1 µs) · "
         "12% of device time |"
     ) in out  # times with their spread over the four calls
     assert "Attention takes 12% of the trace's device time" in out
@@ -604,7 +606,7 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
     assert "{ loading=lazy data-focus=0." in out  # a phone scrolls to the kernel boxed in red
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:
-        assert hook._code(claim.text) in out
+        assert hook.md.prose(claim.text) in out
     assert "✓ **holds:**" in out
 
 
@@ -692,3 +694,136 @@ def test_decoding_says_where_a_longer_cache_took_less_time():
     ]  # a second way that grew: this drop is the way's
     alone = hook.monotonic_lines(slow + other)
     assert "for this way alone" in alone[-1] and len(alone) == 3
+
+
+# --- whatever a set or a trace holds shows as text ------------------------------------------------
+
+XSS = "X`<img src=x onerror=xss=1>` <img src=y onerror=xss=2>"  # a backtick closed a code span
+PUBLIC = "tracelens-h100-bert-small-sdpa-flash"
+
+
+def _edit(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def _analysed_table(name: str) -> str:
+    """table.md as analyze writes it for a trace whose one op is called `name`."""
+    from attn.traces.table import markdown_table
+    from attn.traces.trace import parse
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "attn_fwd", "ts": 0, "dur": 10,
+         "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": name, "ts": 1, "dur": 5, "pid": 1, "tid": 1},
+    ]  # fmt: skip
+    return markdown_table(parse({"traceEvents": events}).forwards(None), on_device=False)
+
+
+def _kernel(root: Path) -> None:
+    _edit(root / "nvidia-h200/naive/summary.json", lambda s: s.update(kernels=[XSS]))
+
+
+def _table(root: Path) -> None:
+    (root / "cpu/naive/table.md").write_text(_analysed_table(XSS))
+
+
+def _claim(root: Path) -> None:
+    def change(s):
+        s["claims"][0].update(text=f"Runs {XSS}.", observed=f"{XSS} [x](javascript:alert(1))")
+
+    _edit(root / "cpu/naive/summary.json", change)
+
+
+def _reason(root: Path) -> None:
+    _edit(root / "cpu/sdpa_cudnn/summary.json", lambda s: s.update(reason=XSS))
+
+
+def _diff(root: Path) -> None:
+    row = {"name": XSS, "kind": "op", "calls_a": 1, "calls_b": 0, "time_us_a": 1.0,
+           "time_us_b": 0.0, "change": "gone"}  # fmt: skip
+    data = {"a": {"label": "naive"}, "b": {"label": "sdpa_cudnn"}, "notes": [XSS],
+            "rows": [row], "headline": f"{XSS} gone", "markdown": f"<script>{XSS}</script>"}  # fmt: skip
+    _write(root / "cpu/diff/naive__sdpa_cudnn.json", data)
+    layout.write_manifest(root / "cpu")
+
+
+def _public(root: Path) -> None:
+    folder = root / "public" / PUBLIC
+    shutil.copytree(ROOT / "profiles/public" / PUBLIC, folder)
+
+    def change(d):
+        d["attention"][0]["where"] = XSS
+        d["screenshot"]["where"] = XSS
+
+    _edit(folder / "diagnosis.json", change)
+
+
+def _benchmark(root: Path) -> None:
+    row = {"batch": 1, "heads": 8, "seq": 64, "head_dim": 32, "is_causal": True,
+           "dtype": "float32", "time_us": 5.0, "cpu_capability": XSS}  # fmt: skip
+    add_benchmark(root / "cpu", [{**row, "variant": "sdpa_flash"},
+                                 {**row, "variant": XSS, "ratio_to_flash": 0.5}])  # fmt: skip
+
+
+def _environment(root: Path) -> None:
+    _edit(root / "cpu/environment.json", lambda e: e.update(cpu_model=f"[{XSS}](javascript:xss=3)"))
+
+
+XSS_CASES = {  # how the set carries it -> the marker that shows it
+    "kernel name": (_kernel, "<!-- profile: naive -->"),
+    "op name in table.md": (_table, "<!-- profile: naive -->"),
+    "claim text and observed": (_claim, "<!-- profile-check: naive -->"),
+    "unavailable reason": (_reason, "<!-- profile: sdpa_cudnn -->"),
+    "diff": (_diff, "<!-- profile-diff: naive sdpa_cudnn -->"),
+    "public where": (_public, f"<!-- profile-public: {PUBLIC} -->"),
+    "benchmark row": (_benchmark, "<!-- profile-figure: benchmark -->"),
+    "environment": (_environment, "<!-- profile: naive -->"),
+}
+EXTENSIONS = [
+    "admonition",
+    "attr_list",
+    "md_in_html",
+    "tables",
+    "pymdownx.details",
+    "pymdownx.superfences",
+    "pymdownx.tabbed",
+]  # fmt: skip  (mkdocs.yml's)
+
+
+def rendered(case: str, root: Path) -> str:
+    """The HTML the site would hold for the case's marker, its set carrying the name."""
+    import markdown
+
+    tamper, marker = XSS_CASES[case]
+    tamper(root)
+    sets.hardware_sets.cache_clear()
+    page = expand(marker, "naive.md", root, {"nav": [{"SDPA": "sdpa.md"}]})
+    return markdown.markdown(
+        page,
+        extensions=EXTENSIONS,
+        extension_configs={"pymdownx.tabbed": {"alternate_style": True}},
+    )
+
+
+@pytest.mark.parametrize("case", XSS_CASES)
+def test_a_name_from_a_set_or_a_trace_is_text_on_the_page(profiles, case):
+    """Each case put a script in the built page; the browser test runs them in chromium."""
+    import html.parser
+
+    class Reader(html.parser.HTMLParser):
+        tags, text = set(), []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+            assert not any(k.startswith("on") for k, _ in attrs), (tag, attrs)
+            assert not any("javascript:" in (v or "") for _, v in attrs), (tag, attrs)
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    reader = Reader()
+    reader.feed(rendered(case, profiles))
+    assert "script" not in reader.tags  # and no on* attribute anywhere (handle_starttag)
+    assert XSS in "".join(reader.text)  # shown, as it is

@@ -158,3 +158,80 @@ def test_a_device_name_with_markdown_marks_shows_them_as_text(profiles):
 def test_an_artifact_that_only_looks_whole_is_refused(profiles, name, content):
     (profiles / "cpu/naive" / name).write_bytes(content)
     assert f"naive/{name} is broken" in refused(profiles)
+
+
+def _edit_summary(profiles: Path, **fields) -> None:
+    path = profiles / "cpu/naive/summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"cpu_time_us": float("nan")}, "cpu_time_us is nan"),  # the page said "nan us"
+        ({"cpu_time_us": float("inf")}, "cpu_time_us is inf"),
+        ({"ops_per_forward": -5}, "ops_per_forward is -5"),
+        ({"peak_memory_bytes": "big"}, "peak_memory_bytes is 'big'"),
+        ({"memcpy_per_forward": [1, 2]}, "memcpy_per_forward is [1, 2]"),
+        ({"kernels": "k"}, "kernels is 'k'"),
+        ({"claims": [{"holds": True}]}, "claims[0] is"),
+        ({"claims": [{"text": "t", "holds": "yes", "observed": None}]}, "claims[0] is"),
+        ({"viewer": {"mark": {"left": "a", "right": 1}}}, "viewer.mark is"),
+    ],
+    ids=["nan", "inf", "negative", "peak", "memcpy list", "kernels", "no text", "holds", "mark"],
+)
+def test_a_summary_field_the_page_cannot_show_is_refused_by_name(profiles, fields, says):
+    _edit_summary(profiles, **fields)
+    message = refused(profiles)
+    assert "naive/summary.json" in message and says in message
+
+
+def test_an_unavailable_reason_that_is_not_a_sentence_is_refused(profiles):
+    path = profiles / "cpu/naive/summary.json"
+    path.write_text(json.dumps({"variant": "naive", "available": False, "reason": ["x"]}))
+    assert "reason is ['x']" in refused(profiles)
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"files": ["/etc/hostname"]}, "names '/etc/hostname', not an artifact"),
+        ({"files": ["../index.json"]}, "names '../index.json', not an artifact"),
+        ({"files": "summary.json"}, "is not a variant's"),
+    ],
+)
+def test_a_manifest_naming_a_file_outside_the_set_is_refused(profiles, entry, says):
+    path = profiles / "cpu/index.json"
+    index = json.loads(path.read_text())
+    index["variants"]["naive"].update(entry)
+    path.write_text(json.dumps(index))
+    message = refused(profiles)
+    assert "cpu/index.json" in message and says in message
+
+
+def test_an_artifact_that_links_out_of_the_set_is_refused(profiles, tmp_path):
+    """A table.txt that is a symlink published the file it pointed to."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the site\n")
+    table = profiles / "cpu/naive/table.txt"
+    table.unlink()
+    table.symlink_to(secret)
+    assert "naive/table.txt is a link" in refused(profiles)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "<script>alert(1)</script>",
+        "| `a` <img src=x onerror=alert(1)>` | 1 | 2 ms | 1 ms |",
+        "| `a|b<img src=x onerror=alert(1)>` | 1 | 2 ms | 1 ms |",
+        "| `aten::bmm` | <b>1</b> | 2 ms | 1 ms |",
+        "| `aten::bmm` | [x](javascript:alert(1)) | 2 ms | 1 ms |",
+    ],
+)
+def test_a_table_md_that_analyze_would_not_write_is_refused(profiles, line):
+    """table.md is shown as it is: a line that is not one of its rows could be anything."""
+    path = profiles / "cpu/naive/table.md"
+    path.write_text(path.read_text() + line + "\n")
+    message = refused(profiles)
+    assert "naive/table.md is broken" in message and "is not a row of the table" in message

@@ -210,3 +210,14 @@ def test_the_fence_really_keeps_the_checkout_out(tmp_path):
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode != 0 and "rich is not importable" in run.stderr
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
+def test_an_out_that_is_a_file_is_named_before_profiling(tmp_path, script):
+    """--out at a file profiled for minutes, then raised FileExistsError."""
+    (tmp_path / "a-file").write_text("mine\n")
+    flags = next(list(s.example[1:]) for s in specs.SPECS if Path(s.example[0]).name == script)
+    run = run_copied(tmp_path, script, [], [*flags, "--out", "a-file"], mode="checkout")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "--out a-file: a-file is not a folder that can be written" in run.stderr
+    assert (tmp_path / "a-file").read_text() == "mine\n"

@@ -64,10 +64,10 @@ def test_scratch_of_a_killed_run_is_removed_by_the_next(tmp_path):
     (tmp_path / "naive").mkdir()
     (tmp_path / "naive" / "summary.json").write_text("{}")
     pid = dead_pid()
-    stale = tmp_path / f".inplace.{pid}.abc123"
+    stale = tmp_path / f".inplace.{pid}.attn-scratch-abc123"
     stale.mkdir()
     (stale / "summary.json").write_text("half")
-    mine = tmp_path / f".sdpa.{os.getpid()}.xyz"  # a live run's scratch is left alone
+    mine = tmp_path / f".sdpa.{os.getpid()}.attn-scratch-xyz"  # a live run's is left alone
     mine.mkdir()
     assert remove_stale_scratch(tmp_path) == [stale]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["naive", mine.name])
@@ -76,10 +76,21 @@ def test_scratch_of_a_killed_run_is_removed_by_the_next(tmp_path):
     ]  # scratch is never a variant
 
 
+@pytest.mark.parametrize("name", [".naive.{pid}.x", ".naive.{pid}.old4242", ".a.{pid}.b.c"])
+def test_a_users_folder_named_like_scratch_is_kept(tmp_path, name):
+    """Only names these writers made are scratch: a user's `.naive.999999.x` was deleted."""
+    kept = tmp_path / name.format(pid=dead_pid())
+    (kept / "naive").mkdir(parents=True)
+    assert remove_stale_scratch(tmp_path) == []
+    with atomic_folder(tmp_path / "naive") as out:
+        (out / "summary.json").write_text("{}")
+    assert (kept / "naive").is_dir() and not (tmp_path / "naive" / "naive").exists()
+
+
 def test_killed_between_the_two_renames_the_old_set_comes_back(tmp_path):
     """The swap moved the old folder aside and died before moving the new one in."""
     pid = dead_pid()
-    aside = tmp_path / f".naive.{pid}.old4242"
+    aside = tmp_path / f".naive.{pid}.attn-scratch-old-4242"
     (aside / "naive").mkdir(parents=True)
     (aside / "naive" / "summary.json").write_text('{"variant": "naive"}')
     with atomic_folder(tmp_path / "other") as out:

@@ -87,8 +87,34 @@ def test_bad_values_are_refused_in_one_line(argv, capsys):
 def test_no_runnable_variant_leaves_the_previous_rows(tmp_path, capsys):
     rows = tmp_path / hardware_slug("cpu") / "benchmark.json"
     rows.parent.mkdir()
-    rows.write_text('[{"variant": "kept"}]\n')
+    kept = '[{"variant": "kept", "seq": 64, "head_dim": 32, "is_causal": true}]\n'
+    rows.write_text(kept)
     argv = ["--out", str(tmp_path), "--device", "cpu", "--variants", "sdpa_efficient"]
     assert benchmark.main([*argv, "--seqs", "64", "--head-dims", "32", "--budget", "0.01"]) == 1
-    assert rows.read_text() == '[{"variant": "kept"}]\n'
+    assert rows.read_text() == kept
     assert "sdpa_efficient" in capsys.readouterr().err
+
+
+def test_a_run_of_a_few_rows_keeps_the_configurations_it_did_not_measure(tmp_path):
+    """nox -s benchmark -- --seqs 64 replaced the committed benchmark.json with its own rows."""
+    row = {"head_dim": 64, "is_causal": True, "dtype": "float32"}
+    before = [
+        {**row, "seq": 64, "variant": "sdpa_flash", "time_us": 9.0},
+        {**row, "seq": 64, "variant": "custom_cpu", "time_us": 8.0},
+        {**row, "seq": 4096, "variant": "sdpa_flash", "time_us": 900.0},
+        {**row, "seq": 4096, "variant": "custom_cpu", "time_us": 600.0},
+    ]
+    path = tmp_path / "benchmark.json"
+    path.write_text(json.dumps(before))
+    now = [{**row, "seq": 64, "variant": "sdpa_flash", "time_us": 10.0}]
+    assert benchmark.merged(path, now) == [*before[2:], *now]  # seq 64: this run's rows only
+
+
+def test_an_earlier_file_that_is_not_rows_is_named_before_timing(tmp_path, capsys):
+    rows = tmp_path / hardware_slug("cpu") / "benchmark.json"
+    rows.parent.mkdir()
+    rows.write_text('{"not": "rows"}')
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--seqs", "64", "--budget", "0.01"]
+    assert benchmark.main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{hardware_slug('cpu')}/benchmark.json is not a benchmark's rows" in line

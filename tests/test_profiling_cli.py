@@ -1,7 +1,9 @@
 """`python -m attn.profiling`: its subcommands, and one line naming the flag for every bad flag."""
 
 import errno
+import gzip
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -299,3 +301,139 @@ def test_impossible_event_data_is_one_line_naming_the_file(tmp_path, capsys):
     assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(trace) in line and "'aten::softmax' has ts None" in line
+
+
+# --- nothing a command did not write is replaced or removed ---------------------------------------
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)  # not a plain file, as a device is: never to be replaced by one
+    return path
+
+
+@pytest.mark.parametrize("out", ["input", "fifo"])
+def test_diagnose_json_never_replaces_its_input_or_a_device(tmp_path, out, capsys):
+    trace = write_trace(tmp_path / "t.json")
+    before = trace.read_bytes()
+    target = trace if out == "input" else _fifo(tmp_path / "pipe")
+    assert main(["diagnose", str(trace), "--json", str(target)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error:") and str(target) in line
+    assert trace.read_bytes() == before and (out == "input" or target.is_fifo())
+
+
+def test_analyze_into_the_set_its_trace_is_from_removes_nothing(tmp_path, capsys):
+    """--out at the set the trace is read from: table.txt (which a trace cannot give back) and
+    viewer.png were deleted, and recheck then failed on the summary."""
+    folder = tmp_path / "cpu" / "naive"
+    trace = write_trace(folder / "trace.json.gz")
+    (folder / "table.txt").write_text("the profiler's table\n")
+    (folder / "summary.json").write_text('{"variant": "naive"}')
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    argv = ["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path / "cpu")]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(trace) in line and "another folder" in line
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    (folder / "trace.json.gz").rename(tmp_path / "trace.json.gz")  # read from elsewhere: table.txt
+    argv[1] = str(tmp_path / "trace.json.gz")
+    assert main(argv) == 1 and "table.txt" in capsys.readouterr().err
+
+
+def test_traces_whose_names_would_clash_get_distinct_folders(tmp_path):
+    """x/t.json, x/t.json.gz and x-t-1.json: two folders were both x-t-1, one trace's numbers."""
+
+    def longer(events):
+        for e in events:
+            if e.get("cat") == "kernel":
+                e["dur"] *= 2
+
+    traces = [
+        write_trace(tmp_path / "x" / "t.json"),
+        write_trace(tmp_path / "x" / "t.json.gz", longer),
+        write_trace(tmp_path / "x-t-1.json", longer),
+    ]
+    traces[1].write_bytes(gzip.compress(traces[1].read_bytes()))
+    out = tmp_path / "out"
+    assert main(["analyze", *map(str, traces), "--out", str(out)]) == 0
+    sources = sorted(
+        (json.loads((f / "summary.json").read_text())["source"], f.name) for f in out.iterdir()
+    )
+    assert [s for s, _ in sources] == ["t.json", "t.json.gz", "x-t-1.json"]
+    assert len({n for _, n in sources}) == 3
+
+
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m"  # a window title, a cleared screen, a colour
+
+
+def test_escape_sequences_in_a_trace_never_reach_the_terminal(tmp_path, capsys):
+    """Names from a trace reached the terminal as they were: rich removes only BEL and CR."""
+    name = f"attn_fwd{ESCAPES}"
+
+    def rename(events):
+        for e in events:
+            if e.get("name") == "attn_fwd":
+                e["name"] = name
+            elif e.get("name") == "aten::softmax":
+                e["name"] = f"aten::softmax{ESCAPES}"
+
+    trace = write_trace(tmp_path / "t.json", rename)
+    assert main(["analyze", str(trace), "--range", name, "--out", str(tmp_path / "o")]) == 0
+    assert main(["diagnose", str(trace)]) == 0
+    said = capsys.readouterr()
+    assert "\x1b" not in said.out + said.err and "\x07" not in said.out + said.err
+    assert "\\x1b]0;pwned" in said.err  # shown, as its escapes
+
+
+def test_a_stale_diff_is_removed_and_a_stray_file_named(committed_set, tmp_path, capsys):
+    """A stray file in diff/ failed --check forever, and the write mode left it and exited 0."""
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    stale = root / "cpu/diff/inplace__naive.json"  # a pair whose sides once both ran
+    shutil.copy(root / "cpu/diff/naive__inplace.json", stale)
+    assert main(["recheck", str(root), "--check"]) == 1
+    assert main(["recheck", str(root)]) == 0 and not stale.exists()
+    assert main(["recheck", str(root), "--check"]) == 0
+    (root / "cpu/diff/notes.json").write_text("{}")  # not ours: named, left where it is
+    capsys.readouterr()
+    for check in ([], ["--check"]):
+        assert main(["recheck", str(root), *check]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "diff/notes.json is no diff of two variants" in line
+    assert (root / "cpu/diff/notes.json").read_text() == "{}"
+
+
+def _drop(path: Path, *keys: str) -> None:
+    path.write_text(
+        json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k not in keys})
+    )
+
+
+def test_recheck_mends_a_summary_missing_its_numbers(committed_set, tmp_path, capsys):
+    """KeyError: 'cpu_time_us' (--check) and KeyError: 'shape' (write mode) were tracebacks."""
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    numbers = ("cpu_time_us", "ops_per_forward", "forwards", "range", "claims", "kernels", "ops")
+    _drop(root / "cpu/naive/summary.json", *numbers)
+    assert main(["recheck", str(root), "--check"]) == 1
+    assert "naive/summary.json" in capsys.readouterr().err.replace("\n", "")
+    assert main(["recheck", str(root)]) == 0
+    assert main(["recheck", str(root), "--check"]) == 0
+    _drop(root / "cpu/naive/summary.json", "shape")  # what ran: no trace says it again
+    capsys.readouterr()
+    for check in ([], ["--check"]):
+        assert main(["recheck", str(root), *check]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "naive/summary.json has no shape" in line
+
+
+@pytest.mark.parametrize(
+    "flag", [["--batch", "1000000000"], ["--seq-k", "99999999999999999999"]], ids=["batch", "seq-k"]
+)
+def test_a_shape_that_cannot_fit_is_one_line_before_anything_runs(tmp_path, flag, capsys):
+    """--batch 100000 was killed by the kernel with no message; a huge --seq-k printed C++."""
+    argv = ["run", "--device", "cpu", "--variants", "naive", "--out", str(tmp_path), *flag]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the shape") and "GiB free" in line
+    assert not (tmp_path / "cpu").exists()

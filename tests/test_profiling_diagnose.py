@@ -29,6 +29,7 @@ diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  #
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces"
+CPU_SET = next((ROOT / "profiles").glob("cpu*/index.json")).parent  # the committed CPU set
 FIXTURE = ROOT / "tests/fixtures/cuda_naive_trace.json"
 
 
@@ -70,7 +71,7 @@ OURS = {  # variant -> (implementation, compiled, findings)
 
 @pytest.mark.parametrize("variant", sorted(OURS))
 def test_our_runs_are_named_and_diagnosed(variant):
-    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    path = CPU_SET / variant / "trace.json.gz"
     if not path.is_file():
         pytest.skip(f"no committed trace of {variant} on this checkout")
     result = diagnose(read_trace(path))
@@ -471,7 +472,7 @@ def test_cli_writes_the_json_shape_and_prints_a_table(tmp_path, capsys):
 
 
 def test_cli_names_a_finding_and_its_chapter(capsys):
-    assert cli.main(["diagnose", str(ROOT / "profiles/cpu/naive/trace.json.gz")]) == 0
+    assert cli.main(["diagnose", str(CPU_SET / "naive/trace.json.gz")]) == 0
     printed = capsys.readouterr().out
     assert "out_of_place_masked_fill" in printed and "inplace.md" in printed
 
@@ -529,7 +530,7 @@ TRAINING = {  # variant -> (implementation, the autograd node its attention's ba
 def test_a_training_step_has_a_backward_row_per_call(variant):
     """Three steps: three forwards in attn_fwd and their three backwards, linked by autograd's
     sequence numbers; the raw JSON holds as many of the attention's backward nodes."""
-    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    path = CPU_SET / variant / "trace.json.gz"
     if not path.is_file():
         pytest.skip(f"no committed trace of {variant} on this checkout")
     implementation, node = TRAINING[variant]
@@ -764,6 +765,41 @@ def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_
     )
 
 
+# --- many tiny events: one pass over them, not one per event (20k took 12 s, 1M was killed) -------
+
+
+def _op(name: str, ts: float, tid: int = 1, dur: float = 1) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def test_tiny_ops_in_one_range_before_the_attention_are_read_in_one_pass():
+    """A range of 20,000 tiny ops, a repeat among them, then matmul, softmax, matmul."""
+    n = 20_000
+    events = [{**_op("attn_fwd", 0, dur=2 * n + 100), "cat": "user_annotation"}]
+    events += [_op("aten::add", 1 + 2 * i) for i in range(n)]
+    events[n // 2]["name"] = "aten::repeat_interleave"
+    events += [_op(name, 2 * n + 10 * j, dur=5) for j, name in enumerate(("aten::mm",
+               "aten::softmax", "aten::mm"))]  # fmt: skip
+    result = diagnose_trace(Trace({"traceEvents": events}))
+    assert [(r["implementation"], r["where"], r["calls"]) for r in result["attention"]] == [
+        ("eager", "attn_fwd", 1)
+    ]
+    assert kinds(result) == {"eager_attention": 1, "repeat_kv": 1}
+
+
+def test_ops_each_on_its_own_thread_are_grouped_in_one_pass():
+    """Ten thousand threads: each thread's ops were found by a scan of every op."""
+    threads = 10_000
+    events = [
+        _op(name, 10 * t + j, tid=t, dur=0.5)
+        for t in range(threads)
+        for j, name in enumerate(("aten::mm", "aten::softmax", "aten::mm"))
+    ]
+    events += [_op("aten::add", 5, tid=threads + t) for t in range(threads)]
+    result = diagnose_trace(Trace({"traceEvents": events}))
+    assert [(r["implementation"], r["calls"]) for r in result["attention"]] == [("eager", threads)]
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -781,7 +817,7 @@ def test_odd_recorded_inputs_are_read_as_no_shape_not_a_crash(args):
 def test_fwdbwd_flows_alone_link_the_same_backward(variant):
     """Without sequence numbers, the profiler's fwdbwd flows (forward op -> autograd node) tie
     each backward to its forward: the same rows as through the numbers."""
-    path = ROOT / "profiles/cpu" / variant / "trace.json.gz"
+    path = CPU_SET / variant / "trace.json.gz"
     if not path.is_file():
         pytest.skip(f"no committed trace of {variant} on this checkout")
     raw = load_trace(path)
@@ -828,3 +864,21 @@ def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
         ("backward", 1),
     ]
     assert rows[1]["backward_forward_ratio"]["median"] == pytest.approx(5 / 10)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"Input Dims": [1, 2, 3], "Input type": ["float"] * 3},
+        {"Input Dims": [[1], None, "z"], "Input type": [None, 5, []]},
+        {"Input Dims": [[2, 3, "a"], [], [], 7], "Input type": ["float"] * 3},
+        {"Input Dims": "x", "Input type": "y"},
+    ],
+    ids=["ints", "nulls", "a string dim", "strings"],
+)
+def test_malformed_input_dims_are_not_read_not_a_traceback(args):
+    """Each raised a TypeError deep in the math-fallback check."""
+    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args)))
+    (math,) = result["findings"]
+    assert math["kind"] == "math_fallback" and "record_shapes" in math["detail"]
+    assert [g["kind"] for g in result["not_checked"]] == ["fp32_attention_on_gpu"]

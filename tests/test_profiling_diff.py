@@ -268,3 +268,64 @@ def test_command_line_names_an_out_it_cannot_write(pair, tmp_path, capsys):
     (tmp_path / "a-file").write_text("x")
     assert main([*map(str, pair), "--out", str(tmp_path / "a-file" / "d.json")]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error:")
+
+
+@pytest.mark.parametrize("out", ["b", "a-folder", "fifo"])
+def test_command_line_never_writes_over_an_input_or_a_device(pair, tmp_path, out, capsys):
+    """`diff a.json b.json --out b.json` replaced b and exited 0; a device became a file."""
+    import os
+
+    a, b = pair
+    folder = tmp_path / "run"
+    write_artifacts(json.loads(a.read_text()), folder)
+    before = {p: p.read_bytes() for p in (b, *folder.iterdir())}
+    if out == "fifo":
+        os.mkfifo(tmp_path / "pipe")
+    target = {"b": b, "a-folder": folder / "summary.json", "fifo": tmp_path / "pipe"}[out]
+    assert main([str(folder), str(b), "--out", str(target)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error:") and str(target) in line
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_an_edited_summary_does_not_change_the_counts(pair, tmp_path):
+    """Rows come from the traces; the totals came from the summary, so an edit said 45 -> 1."""
+    a, b = pair
+    folders = []
+    for side in (a, b):
+        folder = tmp_path / side.stem
+        write_artifacts(json.loads(side.read_text()), folder)
+        folders.append(folder)
+    truth = diff(*folders)
+    summary = folders[1] / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "ops_per_forward": 1,
+                                   "kernels_per_forward": 99, "forwards": 7}))  # fmt: skip
+    edited = diff(*folders)
+    for key in ("ops_per_forward", "kernels_per_forward", "forwards"):
+        assert edited["b"][key] == truth["b"][key]
+
+
+def test_a_summary_whose_range_is_not_a_name_is_one_line(pair, tmp_path, capsys):
+    a, b = pair
+    folder = tmp_path / "run"
+    write_artifacts(json.loads(a.read_text()), folder)
+    summary = folder / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "range": 5}))
+    assert main([str(folder), str(b)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(summary) in line and "range is 5" in line
+
+
+def test_command_line_out_is_scrubbed(tmp_path, capsys):
+    """diff --out wrote every path the traces held, which a published trace never does."""
+    traces = []
+    for name, inplace in (("a", False), ("b", True)):
+        trace = _trace(inplace)
+        for e in trace["traceEvents"]:
+            if e.get("name") == "aten::clone":
+                e["name"] = "/home/bob.jones/p/model.py(12): clone"
+        traces.append(tmp_path / f"{name}.json")
+        traces[-1].write_text(json.dumps(trace))
+    out = tmp_path / "d.json"
+    assert main([*map(str, traces), "--out", str(out)]) == 0
+    assert "bob.jones" not in out.read_text() and "<redacted>" in out.read_text()

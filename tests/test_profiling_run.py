@@ -106,8 +106,8 @@ def test_scrub_removes_names_and_paths_but_keeps_words():
     assert "/tmp/torchinductor_<redacted>/ab/cx.py" in text  # the cache path keeps its shape
     assert "host_name" not in clean and "hostname" not in clean["distributedInfo"]
     assert clean["traceName"] == "trace.json"
-    # Only path-like text and host fields are touched: names and other words stay as recorded.
-    assert clean["traceEvents"][0]["name"] == "device on box7"
+    # A host the trace names is redacted wherever it appears; a user name only inside paths.
+    assert clean["traceEvents"][0]["name"] == "device on <redacted>"
     assert clean["traceEvents"][0]["args"]["who"] == "ann"
 
 
@@ -335,3 +335,51 @@ def test_op_names_holding_paths_are_scrubbed_in_the_summary_too(tmp_path):
     write_artifacts(trace, tmp_path / "x")
     for name in ("summary.json", "table.md"):
         assert "bob.jones" not in (tmp_path / "x" / name).read_text(), name
+
+
+@pytest.mark.parametrize(
+    ("value", "someone"),
+    [
+        ("/Users/Alice Smith/p/model.py(12): forward", "Smith"),
+        ("C:\\Users\\Alice Smith\\p\\model.py", "Smith"),
+        ("/data/alice.smith:1234", "alice.smith"),
+    ],
+    ids=["a home with a space", "a Windows home with a space", "a user name before a port"],
+)
+def test_a_user_name_is_scrubbed_whole(value, someone):
+    """The surname of /Users/Alice Smith/ was kept, and a user name followed by ':'."""
+    clean = scrub_trace({"traceEvents": [{"name": "x", "args": {"file": value}}]}, paths=[],
+                        names=["alice.smith"])  # fmt: skip
+    assert someone not in json.dumps(clean) and "<redacted>" in json.dumps(clean)
+
+
+def test_a_distributed_master_is_dropped():
+    trace = {"distributedInfo": {"master": "gpu-box-17:29500", "backend": "nccl"},
+             "traceEvents": [{"name": "x", "args": {"distributed": {"master": "10.1.2.3"}}}]}  # fmt: skip
+    text = json.dumps(scrub_trace(trace, paths=[], names=[]))
+    assert "gpu-box-17" not in text and "10.1.2.3" not in text and "nccl" in text
+
+
+def test_a_host_the_trace_names_is_scrubbed_in_its_free_text(tmp_path):
+    """A trace from another machine: its distributedInfo names the master, its text repeats it."""
+    from attn.traces.scrub import Scrubber, write_trace
+
+    trace = {
+        "distributedInfo": {"backend": "nccl", "master_addr": "trainer-04.lab:29500"},
+        "traceEvents": [{"name": "x", "ph": "X", "args": {"note": "rendezvous at trainer-04.lab"}}],
+    }
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[], hosts=[]))
+    out = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
+    assert "trainer-04" not in out and "rendezvous at <redacted>" in out
+
+
+def test_a_host_name_is_scrubbed_in_free_text_too(tmp_path):
+    """'connected to gpu-node-17' kept the host: only host fields and paths were scrubbed."""
+    from attn.traces.scrub import Scrubber, write_trace
+
+    text = "rank 0 connected to gpu-node-17.cluster:29500 (GPU-NODE-17)"
+    trace = {"traceEvents": [{"name": "nccl:all_reduce", "ph": "X", "args": {"note": text}}]}
+    write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[], hosts=["gpu-node-17"]))
+    out = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
+    assert "gpu-node-17" not in out.lower() and "connected to <redacted>.cluster" in out
+    assert "nccl:all_reduce" in out

@@ -233,3 +233,66 @@ def test_claims_on_flagged_data_cannot_tell(cuda_trace):
     )
     assert summary["claims"] and all(c["holds"] is None for c in summary["claims"])
     assert all("cannot tell" in c["observed"] for c in summary["claims"])
+
+
+def test_json_nested_past_any_trace_is_one_error(tmp_path):
+    """100,000 levels raised RecursionError from the standard library's decoder."""
+    from attn.traces.trace import load_trace
+
+    path = tmp_path / "deep.json"
+    path.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(TraceFormatError, match="deep.json: JSON nested too deep"):
+        load_trace(path)
+
+
+@pytest.mark.parametrize("value", ["abc", "inf", "nan", "-1", "0"])
+def test_a_trace_size_limit_that_is_not_a_size_is_named(tmp_path, monkeypatch, value):
+    from attn.traces.trace import load_trace
+
+    path = tmp_path / "t.json"
+    path.write_text(FIXTURE.read_text())
+    monkeypatch.setenv("ATTN_MAX_TRACE_GIB", value)
+    with pytest.raises(TraceFormatError, match=f"ATTN_MAX_TRACE_GIB is '{value}'"):
+        load_trace(path)
+
+
+def test_kernels_whose_launch_is_missing_among_a_ranges_make_its_counts_unknown():
+    """Two launches gone from the fixture: 2.5 kernels per forward were reported (not 5), and a
+    claim on them 'does not hold' where it cannot be told."""
+    from attn.traces.analyze import summarize
+
+    raw = json.loads(FIXTURE.read_text())
+    raw["traceEvents"] = [
+        e
+        for e in raw["traceEvents"]
+        if not (
+            e.get("cat") == "cuda_runtime" and e.get("args", {}).get("correlation") in (101, 108)
+        )
+    ]
+    trace = Trace(raw)
+    assert any("without their launch" in p for p in trace.problems)
+    summary, _ = summarize(trace, spec=specs.spec("naive"))
+    assert summary["kernels_per_forward"] is None and summary["device_time_us"] is None
+    assert summary["claims"] and all(c["holds"] is None for c in summary["claims"])
+
+
+@pytest.mark.parametrize("size", [None, "12x", [1, 2], 1.5])
+def test_a_memory_event_whose_size_is_not_bytes_is_named(size):
+    from attn.traces.trace import memory_events
+
+    raw = {"traceEvents": [{"name": "[memory]", "ph": "i", "ts": 5,
+                            "args": {"Device Type": 0, "Bytes": size}}]}  # fmt: skip
+    with pytest.raises(TraceFormatError, match=r"\[memory\] event at ts 5 has Bytes"):
+        memory_events(raw, 0)
+
+
+def test_steps_averaged_together_are_named_by_their_prefix():
+    """The summary said ProfilerStep#5 while its numbers were the mean of six steps."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": 100 * n,
+         "dur": 50, "pid": 1, "tid": 1}
+        for n in range(5, 11)
+    ]  # fmt: skip
+    measured = per_forward(Trace({"traceEvents": events}))
+    assert (measured["range"], measured["forwards"]) == ("ProfilerStep#*", 6)
+    assert per_forward(Trace({"traceEvents": events}), "ProfilerStep#*")["forwards"] == 6

@@ -197,3 +197,41 @@ def test_shot_of_a_trace_that_is_not_one_is_one_line(tmp_path, content, capsys):
     assert viewer.main(["shot", str(trace), str(tmp_path / "x.png")]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(trace) in line and not (tmp_path / "x.png").exists()
+
+
+def _edited_trace(tmp_path: Path, edit) -> Path:
+    import gzip
+    import json
+
+    raw = json.loads(gzip.decompress(TRACE.read_bytes()))
+    edit(raw["traceEvents"])
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "argv", "says"),
+    [
+        (
+            lambda events: next(e for e in events if e.get("cat") == "cpu_op").update(ts="abc"),
+            [],
+            "has ts 'abc'",
+        ),  # fmt: skip
+        (lambda events: None, ["--range", "nothing"], "no range named 'nothing'"),
+        (lambda events: None, ["--png-in-a-file"], "File exists"),
+    ],
+    ids=["ts abc", "no such range", "png under a file"],
+)
+def test_shot_refuses_before_the_browser_in_one_line(tmp_path, edit, argv, says, capsys):
+    """A ts of "abc" exited 0, --range nothing and an unwritable PNG were tracebacks."""
+    if not TRACE.is_file():
+        pytest.skip("no committed profiles/cpu/ set here")
+    trace = _edited_trace(tmp_path, edit)
+    png = tmp_path / "x.png"
+    if argv == ["--png-in-a-file"]:
+        (tmp_path / "file").write_text("x")
+        png, argv = tmp_path / "file" / "x.png", []
+    assert viewer.main(["shot", str(trace), str(png), *argv]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert says in line and not png.exists()

@@ -13,6 +13,7 @@ the same run with interleaved calls. Speeds belong here, not in tests.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -24,8 +25,8 @@ from rich.table import Table
 from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig
-from attn.profiling.environment import device_name, is_gpu
-from attn.profiling.flags import positive, seconds, variant_name, wide_console
+from attn.profiling.environment import device_name, hardware_slug, is_gpu
+from attn.profiling.flags import ProfilingError, positive, seconds, variant_name, wide_console
 from attn.profiling.timing import measure, time_interleaved
 from attn.traces.intervals import ratio
 from attn.traces.plot import figure, save
@@ -171,10 +172,28 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
     save(fig, path)
 
 
+def merged(path: Path, rows: list[dict]) -> list[dict]:
+    """The rows of an earlier benchmark.json whose configuration this run left out, then this
+    run's: a run of a few rows replaced the whole committed file. A configuration's rows (and so
+    each ratio) come from one run."""
+    if not path.is_file():
+        return rows
+    try:
+        before = json.loads(path.read_text())
+        config = lambda r: (r["seq"], r["head_dim"], r["is_causal"], r.get("dtype"))  # noqa: E731
+        ran = {config(r) for r in rows}
+        kept = [r for r in before if config(r) not in ran]
+    except (ValueError, TypeError, KeyError) as e:
+        raise ProfilingError(f"{path} is not a benchmark's rows ({e}): move it away first") from e
+    return kept + rows
+
+
 def write(out_root: Path, device: str, rows: list[dict]) -> Path:
-    """Write benchmark.json and benchmark.svg into `<out>/<hardware>/`, each replaced atomically."""
+    """Write benchmark.json and benchmark.svg into `<out>/<hardware>/`, each replaced atomically,
+    keeping what an earlier run measured and this one did not."""
     threads = "" if is_gpu(device) else f" ({torch.get_num_threads()} CPU threads)"
     title = f"Forward time on {device_name(device)}{threads}"
+    rows = merged(Path(out_root) / hardware_slug(device) / "benchmark.json", rows)
     return sweeps.write(out_root, device, "benchmark", with_ratios(rows), plot, title)
 
 
@@ -199,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     causals = (True,) if args.causal_only else (True, False)
     names = args.variants or specs.in_sweep("benchmark")
     seqs, dtypes = args.seqs or GRID[kind]["seqs"], args.dtypes or GRID[kind]["dtypes"]
+    benchmark_json = Path(args.out) / hardware_slug(args.device) / "benchmark.json"
+    try:  # an earlier file that cannot be kept: said before the timing, not after
+        merged(benchmark_json, [])
+    except ProfilingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     rows = run(args.device, seqs, args.head_dims, causals, dtypes, names, budget, console)
     if not rows:  # the previous benchmark.json stays as it was
         print(f"error: none of {', '.join(names)} runs on {args.device} here", file=sys.stderr)

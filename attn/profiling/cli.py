@@ -39,7 +39,8 @@ from attn.profiling.flags import (
     wide_console,
 )
 from attn.traces import diagnose, layout
-from attn.traces.atomic import write_json
+from attn.traces.atomic import RefusedOutput, check_output, write_json
+from attn.traces.markdown import visible
 from attn.traces.trace import TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
@@ -129,6 +130,12 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     return 1 if failed else 0
 
 
+def shown(text: str) -> str:
+    """Text from a trace or a summary for the terminal: no markup, no escape sequence (a window
+    title, a cleared screen), control characters as their escapes."""
+    return escape(visible(text))
+
+
 def report(folders: Sequence[Path], console: Console) -> None:
     """One row per variant: times and counts from its summary; then where the artifacts are."""
     columns = ("CPU µs", "device µs", "ATen ops", "kernels", "memcpy", "memset")
@@ -138,12 +145,12 @@ def report(folders: Sequence[Path], console: Console) -> None:
     for folder in folders:
         s = json.loads((folder / layout.SUMMARY).read_text())
         if not s["available"]:
-            table.add_row(escape(s["variant"]), "[dim]not available[/dim]")
-            unavailable.append(escape(f"{s['variant']}: {s['reason']}"))
+            table.add_row(shown(s["variant"]), "[dim]not available[/dim]")
+            unavailable.append(shown(f"{s['variant']}: {s['reason']}"))
             continue
         memcpy = s.get("memcpy_per_forward")
         table.add_row(
-            escape(s["variant"]),
+            shown(s["variant"]),
             fmt(s["cpu_time_us"]),
             fmt(s["device_time_us"]),
             fmt(s["ops_per_forward"]),
@@ -155,15 +162,20 @@ def report(folders: Sequence[Path], console: Console) -> None:
     for line in unavailable:
         console.print(f"[dim]{line}[/dim]")
     if folders:
-        console.print(escape(f"artifacts in {folders[0].parent}/"))
+        console.print(shown(f"artifacts in {folders[0].parent}/"))
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from attn.profiling.config import check_fits, config_for
     from attn.profiling.run import profile_variant
+
+    config = config_from(args)
+    for name in args.variants:  # before any variant runs (a decode step has its own shape)
+        check_fits(config_for(name, config))
 
     shot = not args.no_screenshot
     profile = lambda variant, config: profile_variant(variant, config, args.out, screenshot=shot)  # noqa: E731
-    return run(args.variants, profile, config_from(args), args.out, console)
+    return run(args.variants, profile, config, args.out, console)
 
 
 def cmd_example(args: argparse.Namespace, console: Console) -> int:
@@ -181,16 +193,36 @@ def cmd_example(args: argparse.Namespace, console: Console) -> int:
 
 
 def output_names(traces: Sequence[Path], variant: str | None) -> list[str]:
-    """A folder name per trace: its name before the first dot, with its folder's name in front
-    where two would share one (every example writes trace.json.gz), numbered if still shared."""
+    """A folder name per trace, each its own: its name before the first dot, with its folder's
+    name in front where two would share one (every example writes trace.json.gz), then numbered
+    past every name already given or taken."""
     if variant:
         return [variant]
-    names = [p.name.split(".")[0] for p in traces]
+    names = [p.name.split(".")[0] or "trace" for p in traces]
     names = [
         f"{p.resolve().parent.name}-{n}" if names.count(n) > 1 else n
         for p, n in zip(traces, names, strict=True)
     ]
-    return [f"{n}-{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    given: list[str] = []
+    for n in names:
+        number, name = 1, n
+        while names.count(n) > 1 and (name == n or name in names) or name in given:
+            name, number = f"{n}-{number}", number + 1
+        given.append(name)
+    return given
+
+
+def check_analyze_output(traces: Sequence[Path], folders: Sequence[Path]) -> None:
+    """Refused before any reading: a folder that holds an input trace or what analyze cannot
+    write again (a run's table.txt and viewer.png)."""
+    for folder in folders:
+        for trace in traces:
+            if folder.resolve() in trace.resolve().parents:
+                raise layout.RefusedFolder(
+                    f"{folder} holds {trace}, the trace read, which attn.profiling did not "
+                    "write: it would be lost; give --out another folder"
+                )
+        layout.check_replaceable(folder, writes=layout.ANALYZED_FILES)
 
 
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
@@ -198,9 +230,11 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
 
     if args.variant and len(args.traces) > 1:
         raise SystemExit("error: --variant names one variant: give one trace with it")
+    names = output_names(args.traces, args.variant)
+    check_analyze_output(args.traces, [args.out / name for name in names])
     folders = []
     with progress_bar(console) as bar:  # a trace of a whole training step takes a while
-        for path, name in zip(args.traces, output_names(args.traces, args.variant), strict=True):
+        for path, name in zip(args.traces, names, strict=True):
             task = bar.add_task(f"reading {path.name}", total=1 + len(ANALYSIS_STEPS))
             trace = read_trace(path)
             base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
@@ -221,18 +255,20 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     for folder in folders:
         summary = json.loads((folder / layout.SUMMARY).read_text())
         console.print(
-            escape(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
+            shown(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
         )
         for problem in summary.get("problems", []):
-            console.print(escape(f"  cannot tell: {problem}"))
+            console.print(shown(f"  cannot tell: {problem}"))
         for claim in summary.get("claims", []):
             verdict = {True: "holds", False: "does not hold", None: "cannot tell"}[claim["holds"]]
-            console.print(escape(f"  {verdict}: {claim['text']} ({claim['observed']})"))
+            console.print(shown(f"  {verdict}: {claim['text']} ({claim['observed']})"))
     return 0
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a file."""
+    if args.json is not None:  # before the reading: a bad output is said at once
+        check_output(args.json, (args.trace,))
     result = diagnose.diagnose(read_trace(args.trace), specs.chapter_teaching)
     if args.json is not None:
         write_json(args.json, result)
@@ -245,10 +281,11 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
 
     changed = recheck(args.root, specs, write=not args.check)
     for row in changed:
-        console.print(escape(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
+        console.print(shown(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
         for before, after in zip(row["before"] or [], row["after"] or [], strict=False):
             if before != after:
-                console.print(escape(f"  was: {before}\n  now: {after}"))
+                console.print(shown(f"  was: {before}"))
+                console.print(shown(f"  now: {after}"))
     sets = len(layout.hardware_dirs(args.root))
     console.print(
         escape(f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} file(s) differ")
@@ -351,6 +388,7 @@ def _main(argv: Sequence[str] | None) -> int:
         TraceFormatError,
         layout.RefusedFolder,
         layout.BrokenSet,
+        RefusedOutput,
         OSError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width (a full

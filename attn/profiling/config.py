@@ -8,7 +8,7 @@ import torch
 
 from attn import specs
 from attn.profiling.environment import is_gpu
-from attn.profiling.flags import DTYPE_NAMES
+from attn.profiling.flags import DTYPE_NAMES, ProfilingError
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 # A decode step: 32 query heads over 8 KV heads (Llama-style grouped-query attention), head_dim 64.
@@ -57,6 +57,37 @@ class ProfileConfig:
 
         kv_heads = self.heads if self.kv_heads is None else self.kv_heads
         return rand(self.heads, self.seq_q), rand(kv_heads, self.seq_k), rand(kv_heads, self.seq_k)
+
+
+def available_bytes(device: str) -> int | None:
+    """Memory free for new tensors on the device (None where it cannot be read)."""
+    if is_gpu(device):
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    try:  # Linux: what can be allocated without swapping, page cache included
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_fits(config: ProfileConfig) -> None:
+    """ProfilingError, before anything is allocated, when q, k, v and the output alone (the least
+    any variant holds; a score matrix comes on top) do not fit in the memory free on the device:
+    the kernel's OOM killer ended such a run with no message."""
+    kv_heads = config.kv_heads or config.heads
+    elements = (
+        config.batch * config.head_dim * 2 * (config.heads * config.seq_q + kv_heads * config.seq_k)
+    )
+    need = elements * torch.empty((), dtype=config.torch_dtype).element_size()
+    free = available_bytes(config.device)
+    if free is not None and need > free:
+        shape = " x ".join(str(v) for v in config.shape().values())
+        raise ProfilingError(
+            f"the shape {shape} ({config.dtype}) needs {need / 2**30:,.1f} GiB for its inputs and "
+            f"output alone, and {config.device} has {free / 2**30:,.1f} GiB free: give a smaller "
+            "--batch, --heads, --seq, --seq-k or --head-dim"
+        )
 
 
 def default_device() -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from attn.profiling.environment import device_name, environment, hardware_slug, 
 from attn.profiling.flags import ProfilingError
 from attn.traces import layout
 from attn.traces.analyze import focus, write_artifacts
-from attn.traces.atomic import atomic_folder, remove_stale_scratch, write_json
+from attn.traces.atomic import atomic_folder, remove_stale_scratch, scratch_prefix, write_json
 from attn.traces.backward import SAVED_KEY
 from attn.traces.diff import write_diffs
 from attn.traces.overview import write_overview
@@ -157,7 +156,7 @@ def profile_example(
     remove_stale_scratch(folder.parent)  # what a killed run left
     # Scratch beside the set, named as atomic's is: a run killed here leaves it for the next to remove.
     with tempfile.TemporaryDirectory(
-        prefix=f".{variant.name}.{os.getpid()}.", dir=folder.parent
+        prefix=scratch_prefix(variant.name), dir=folder.parent
     ) as scratch:
         command = [sys.executable, *script, *example_flags(config), "--out", scratch]
         done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_die_with_parent)

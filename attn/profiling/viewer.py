@@ -32,8 +32,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from attn.traces.atomic import replace_file
-from attn.traces.trace import TraceFormatError, load_trace
+from attn.traces.atomic import RefusedOutput, check_output, replace_file
+from attn.traces.trace import TraceFormatError, read_trace
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,15 @@ def screenshot(
     cache_dir: Path | None = None,
 ) -> dict:
     """Take a PNG of the trace in the viewer, zoomed to one `range_name` with `select` selected."""
-    load_trace(trace_path)  # missing, empty or not a trace: one line now, not a browser's error
+    # Missing, empty, not a trace, a ts that is no number, no such range, a PNG that cannot be
+    # written: one line now, not a browser's error (or a picture of nothing) later.
+    trace = read_trace(trace_path)
+    if range_name and not trace.range_rows(range_name):
+        raise TraceFormatError(f"{trace_path}: no range named {range_name!r} to zoom to")
+    check_output(png_path, (trace_path,))
+    Path(png_path).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=Path(png_path).parent):
+        pass
     folder = require_viewer(cache_dir)
     chromium = find_chromium()
     try:
@@ -399,8 +407,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if dest is None:
                 return 1
             print(dest)
-    except (ViewerUnavailable, TraceFormatError) as error:
-        print(error, file=sys.stderr)
+    except (ViewerUnavailable, TraceFormatError, RefusedOutput, RuntimeError, OSError) as error:
+        print(error, file=sys.stderr)  # a read-only folder for the PNG too: one line
         return 1
     return 0
 

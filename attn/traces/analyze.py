@@ -143,6 +143,9 @@ def _fresh_summary(vdir: Path, catalog: Catalog) -> tuple[dict, dict]:
         raise BrokenSet(f"{path} is not the summary of {vdir.name} (rerun the profile)")
     if not summary.get("available"):
         return summary, summary
+    for key, kind in (("shape", dict), ("dtype", str)):  # what ran: no trace can say it again
+        if not isinstance(summary.get(key), kind):
+            raise BrokenSet(f"{path} has no {key}, which its trace cannot give: rerun the profile")
     if not (vdir / layout.TRACE).is_file():
         raise BrokenSet(f"{vdir / layout.TRACE} is missing: the summary cannot be checked")
     fresh, _ = summarize(  # the stored fields (shape, compile times) under fresh counts
@@ -183,10 +186,24 @@ def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
                     write_json(path, fresh)
         expected = {out: data for out, data in diffs_of(hw, catalog.diff_pairs())}
         for out in sorted(set(expected) | set((hw / layout.DIFF_DIR).glob("*.json"))):
-            stored = json.loads(out.read_text()) if out.is_file() else None
+            if out not in expected:  # a diff no pair makes: ours if it names two variants
+                if not all(catalog.spec(n) for n in out.stem.split("__")) or "__" not in out.stem:
+                    raise BrokenSet(f"{out} is no diff of two variants: move it out of the set")
+                changed.append({"path": out, "before": None, "after": None})
+                if write:
+                    out.unlink()  # a side no longer ran, or the pair is gone: never shown stale
+                continue
+            try:
+                stored = json.loads(out.read_text()) if out.is_file() else None
+            except ValueError:  # half a file: mended like any other difference
+                stored = None
             if stored != expected.get(out):
                 changed.append({"path": out, "before": None, "after": None})
-        if not is_current(hw, catalog.names()):  # a run killed before redrawing it
+        try:  # a summary without its numbers (reported above) cannot be drawn: not current
+            current = is_current(hw, catalog.names())
+        except (KeyError, TypeError):
+            current = False
+        if not current:  # a run killed before redrawing it
             changed.append({"path": hw / layout.OVERVIEW, "before": None, "after": None})
         index = hw / layout.MANIFEST
         if not index.is_file() or json.loads(index.read_text()) != layout.manifest(hw):

@@ -1,8 +1,9 @@
 """Writes that a reader, a crash or a second run never sees half done.
 
 Files are written under a unique scratch name and renamed over the target. A folder is built as a
-scratch folder `.<name>.<pid>.<random>` beside its target and swapped in whole; scratch left by a
-run that was killed is removed by the next run (its process is gone).
+scratch folder `.<name>.<pid>.attn-scratch-<random>` beside its target and swapped in whole;
+scratch left by a run that was killed is removed by the next run (its process is gone). The tag
+keeps a user's own `.<name>.<number>.<x>` out of that: only what these writers named is removed.
 """
 
 from __future__ import annotations
@@ -13,10 +14,40 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+SCRATCH = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.attn-scratch-(?P<old>old-)?.*", re.S)
+
+
+def scratch_prefix(name: str, old: bool = False) -> str:
+    """The start of a scratch name for `name` of this process (`remove_stale_scratch` knows it)."""
+    return f".{name}.{os.getpid()}.attn-scratch-{'old-' if old else ''}"
+
+
+class RefusedOutput(ValueError):
+    """An output path that would replace an input or something that is not a plain file."""
+
+
+def check_output(path: Path, inputs: tuple[Path, ...] = ()) -> Path:
+    """`path`, if a command may write a file there: not one of its inputs nor in an input folder,
+    and absent or a regular file (a device, a pipe or a folder is never replaced by a file).
+    RefusedOutput else."""
+    path = Path(path)
+    for given in map(Path, inputs):
+        if (
+            path.resolve() == given.resolve()
+            or (given.is_dir() and given.resolve() in path.resolve().parents)
+            or (path.exists() and given.exists() and os.path.samefile(path, given))
+        ):
+            raise RefusedOutput(f"{path} is an input of this command: give another output file")
+    if path.is_symlink() or (path.exists() and not stat.S_ISREG(path.stat().st_mode)):
+        raise RefusedOutput(f"{path} is not a plain file: give a file name to write")
+    return path
 
 
 def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
@@ -25,10 +56,10 @@ def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
     Each call has a unique scratch name, so concurrent writers never share one; the last rename
     wins and a reader sees one whole file or the other.
     """
-    path = Path(path)
+    path = check_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(
-        prefix=f".{path.stem}.{os.getpid()}.", suffix=path.suffix, dir=path.parent
+        prefix=scratch_prefix(path.stem), suffix=path.suffix, dir=path.parent
     )
     os.close(fd)
     tmp = with_umask(Path(name))
@@ -93,18 +124,17 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale_scratch(folder: Path) -> list[Path]:
-    """Remove scratch files and folders (`.<name>.<pid>.<random>`) whose process has ended."""
+    """Remove scratch files and folders (`.<name>.<pid>.attn-scratch-<random>`) whose process
+    has ended."""
     removed = []
     if not Path(folder).is_dir():
         return removed
     for p in Path(folder).iterdir():
-        parts = p.name.split(".")
-        if not (p.name.startswith(".") and len(parts) >= 4 and parts[2].isdigit()):
+        m = SCRATCH.fullmatch(p.name)
+        if m is None or _alive(int(m["pid"])):
             continue
-        if _alive(int(parts[2])):
-            continue
-        if p.is_dir():
-            if parts[3].startswith("old"):  # killed mid-swap: the previous set goes back
+        if p.is_dir() and not p.is_symlink():
+            if m["old"]:  # killed mid-swap: the previous set goes back
                 for kept in p.iterdir():
                     if not (p.parent / kept.name).exists():
                         kept.rename(p.parent / kept.name)
@@ -126,7 +156,7 @@ def atomic_folder(dest: Path) -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(dest.parent)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.", dir=dest.parent))
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(dest.name), dir=dest.parent))
     try:
         yield with_umask(scratch)
     except BaseException:
@@ -136,7 +166,7 @@ def atomic_folder(dest: Path) -> Iterator[Path]:
         if dest.exists() and _exchange(scratch, dest):
             shutil.rmtree(scratch, ignore_errors=True)  # the previous set, now under scratch's name
             return
-        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{os.getpid()}.old", dir=dest.parent))
+        old = Path(tempfile.mkdtemp(prefix=scratch_prefix(dest.name, old=True), dir=dest.parent))
         try:
             if dest.exists():
                 dest.rename(old / dest.name)

@@ -26,10 +26,11 @@ from collections.abc import Callable
 
 import numpy as np
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup
 from rich.table import Table
 
 from attn.traces import patterns, trace_lint
+from attn.traces.markdown import visible
 from attn.traces.trace import KERNEL, MEMCPY, STEP_PREFIX, Trace, device_name_of
 from attn.traces.units import count_text, time_text
 
@@ -194,9 +195,11 @@ def _eager_calls(trace: Trace, taken: list[Call]) -> list[Call]:
     kinds = {i: k for i in ops if (k := _kind(trace.name[i]))}
     busy = set(kinds) | {c.row for c in taken}
     outer = [i for i in sorted(kinds) if not any(a in busy for a in trace.ancestors(i))]
+    by_thread: dict[int, list[int]] = {}  # one pass: ten thousand threads made this quadratic
+    for i in outer:
+        by_thread.setdefault(int(trace.thread[i]), []).append(i)
     calls = []
-    for thread in dict.fromkeys(int(trace.thread[i]) for i in outer):
-        seq = [i for i in outer if trace.thread[i] == thread]
+    for seq in by_thread.values():
         for qk, softmax, pv in zip(seq, seq[1:], seq[2:], strict=False):
             shape = (kinds[qk], kinds[softmax], kinds[pv])
             scopes = {_scope(trace, r) for r in (qk, softmax, pv)}
@@ -419,7 +422,8 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     for c in calls:
         window = [r for r in _inside(trace, c.row, c.region_start, c.start).tolist()]
         window = [r for r in window if trace.cat[r] == "cpu_op" and r != c.row]
-        ops = [r for r in window if trace.parent[r] not in set(window)]
+        inside = set(window)  # once: a range of a million tiny ops made this quadratic
+        ops = [r for r in window if trace.parent[r] not in inside]
         for a, b in itertools.pairwise([*ops, None]):
             if trace.name[a] in patterns.REPEAT_OPS:
                 found.add(a)
@@ -490,9 +494,21 @@ def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     ), None
 
 
+def _inputs(args: dict) -> tuple[list, list] | None:
+    """(Input Dims, Input type) as the profiler records them, a list of int lists and a list of
+    names; None where absent or malformed (what cannot be read is not guessed at)."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    ints = lambda d: isinstance(d, list) and all(type(x) is int for x in d)  # noqa: E731
+    if not (isinstance(dims, list) and all(ints(d) for d in dims)):
+        return None
+    if not (isinstance(types, list) and all(isinstance(t, str) for t in types)):
+        return None
+    return dims, types
+
+
 def _refusals(args: dict) -> list[str]:
     """What in SDPA's recorded inputs rules its fused backends out."""
-    dims, types = _dims(args), _types(args)
+    dims, types = _inputs(args) or ([], [])
     if len(dims) < 3 or len(types) < 3:
         return []
     found = []
@@ -512,7 +528,7 @@ def _math_fallback(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     on_gpu = [c for c in calls if c.implementation == patterns.sdpa("math") and c.device_rows]
     if not on_gpu:
         return 0, None
-    if all("Input Dims" not in trace.args[c.row] for c in on_gpu):
+    if all(_inputs(trace.args[c.row]) is None for c in on_gpu):
         return len(on_gpu), f"why cannot be read: {NO_SHAPES}"
     reasons = dict.fromkeys(r for c in on_gpu for r in _refusals(trace.args[c.row]))
     return len(on_gpu), "; ".join(reasons) or (
@@ -530,7 +546,8 @@ def _math_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 
 
 def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
-    types = [(_types(trace.args[c.row]) or [None])[0] for c in calls if c.device_rows]
+    inputs = [_inputs(trace.args[c.row]) for c in calls if c.device_rows]
+    types = [(i[1] or [None])[0] if i else None for i in inputs]
     if types and all(t is None for t in types):
         return None, NO_SHAPES
     return sum(t == "float" for t in types), None
@@ -759,6 +776,11 @@ def _ratio_text(r: dict) -> str:
     return f"{ratio['median']:.2f}x the forward's {ratio['of']} ({spread})"
 
 
+def shown(text: object) -> str:
+    """A name from the trace for the terminal: no rich markup, no escape sequence."""
+    return _markup(visible(str(text)))
+
+
 def report(result: dict, console: Console) -> None:
     """The report as the terminal shows it: a table of attention, then findings, gaps and lint."""
     if not result["attention"]:
@@ -772,11 +794,11 @@ def report(result: dict, console: Console) -> None:
         for r in result["attention"]:
             share = r["share_of_device_time"]
             table.add_row(
-                r["implementation"],
+                shown(r["implementation"]),
                 r["pass"],
                 "yes" if r["compiled"] else "no",
-                escape(r["where"]),
-                escape(r["shapes"] or "–"),
+                shown(r["where"]),
+                shown(r["shapes"] or "–"),
                 str(r["calls"]),
                 "–" if r["kernels_per_call"] is None else count_text(r["kernels_per_call"]),
                 _time_cell(r),
@@ -791,7 +813,7 @@ def report(result: dict, console: Console) -> None:
                 console.print(f"  {r['implementation']} backward: {text}")
             for kernel in r["kernels"]:
                 console.print(
-                    f"  {r['implementation']} {r['pass']}: {escape(kernel)}",
+                    f"  {shown(r['implementation'])} {r['pass']}: {shown(kernel)}",
                     overflow="ellipsis",
                     no_wrap=True,
                 )
@@ -805,7 +827,7 @@ def report(result: dict, console: Console) -> None:
         table = Table("finding", "count", "chapter", "advice", title="Findings")
         for f in result["findings"]:
             advice = f["advice"] + (f" ({f['detail']})" if f.get("detail") else "")
-            table.add_row(f["kind"], str(f["count"]), f["chapter"], escape(advice))
+            table.add_row(shown(f["kind"]), str(f["count"]), shown(f["chapter"]), shown(advice))
         console.print(table)
     elif result["attention"]:
         console.print("Findings: none.")
@@ -813,6 +835,6 @@ def report(result: dict, console: Console) -> None:
     for gap in result["not_checked"]:
         gaps.setdefault(gap["why"], []).append(gap["kind"])
     for why, kinds in gaps.items():
-        console.print(f"[dim]{', '.join(kinds)}: not checked, {escape(why)}[/dim]")
+        console.print(f"[dim]{shown(', '.join(kinds))}: not checked, {shown(why)}[/dim]")
     for line in result.get("lint", []):
-        console.print(f"Trace: {escape(line)}.")
+        console.print(f"Trace: {shown(line)}.")

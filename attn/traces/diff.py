@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from attn.traces import layout
-from attn.traces.atomic import write_json
+from attn.traces.atomic import RefusedOutput, check_output, write_json
+from attn.traces.markdown import code, text
+from attn.traces.scrub import Scrubber
 from attn.traces.table import aggregate
 from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
 from attn.traces.units import count_text, time_text
@@ -31,6 +33,8 @@ TOTALS = (
     "forwards", "cpu_time_us", "device_time_us", "ops_per_forward", "kernels_per_forward",
     "memcpy_per_forward", "memset_per_forward", "peak_memory_bytes",
 )  # fmt: skip
+COUNTS = ("forwards", "ops_per_forward", "kernels_per_forward", "memcpy_per_forward",
+          "memset_per_forward")  # fmt: skip
 _EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
@@ -61,12 +65,21 @@ def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
         trace_path, label = path, path.name.split(".")[0]
     trace = read_trace(trace_path)
     wanted = range_name or (summary or {}).get("range")
+    if not isinstance(wanted, (str, type(None))):
+        raise TraceFormatError(f"{path / layout.SUMMARY}: range is {wanted!r}, not a range's name")
     fwds = trace.forwards(wanted)
     if not fwds:
         raise TraceFormatError(f"{path}: the trace holds no {wanted or 'attn_fwd'} range")
     measured = per_forward(trace, wanted)
-    # The summary's own numbers win (they are what the chapter shows); a bare trace gets measured.
-    totals = {key: (summary or measured).get(key, measured.get(key)) for key in TOTALS}
+    # Counts come from the trace, as the rows do (an edited summary said 45 -> 1 beside rows the
+    # same); a summary's times and peak win, as what the chapter shows (the trace's own are kept
+    # for a bare trace).
+    totals = {
+        key: measured.get(key)
+        if key in COUNTS
+        else (summary or measured).get(key, measured.get(key))
+        for key in TOTALS
+    }
     info = {
         "label": (summary or {}).get("variant") or label,
         "source": path.name,
@@ -270,14 +283,15 @@ def _time(us: float) -> str:
 
 
 def _cell_name(name: str) -> str:
-    return f"`{_short(name, 70)}`".replace("|", "\\|")
+    return code(_short(name, 70)).replace("|", "\\|")
 
 
 def render_diff(data: dict, everything: bool = False) -> str:
-    """Markdown: the headline, then a table of the rows that changed (every row if `everything`)."""
-    a, b = data["a"]["label"], data["b"]["label"]
-    lines = [f"**{a} → {b}:** {data['headline']}."]
-    lines += [f"<small>Note: {n}.</small>" for n in data.get("notes", [])]
+    """Markdown: the headline, then a table of the rows that changed (every row if `everything`).
+    What came from a trace or a summary (labels, names, notes) shows as text."""
+    a, b = text(data["a"]["label"]), text(data["b"]["label"])
+    lines = [f"**{a} → {b}:** {text(data['headline'])}."]
+    lines += [f"<small>Note: {text(n)}.</small>" for n in data.get("notes", [])]
     rows = [r for r in data["rows"] if everything or r["change"] != "same"]
     if rows:
         lines += [
@@ -289,7 +303,8 @@ def render_diff(data: dict, everything: bool = False) -> str:
             calls = f"{count_text(r['calls_a'])} → {count_text(r['calls_b'])}"
             times = f"{_time(r['time_us_a'])} → {_time(r['time_us_b'])}"
             lines.append(
-                f"| {_cell_name(r['name'])} | {r['kind']} | {calls} | {times} | {r['change']} |"
+                f"| {_cell_name(r['name'])} | {text(r['kind'])} | {calls} | {times} "
+                f"| {text(r['change'])} |"
             )
     same = sum(r["change"] == "same" for r in data["rows"])
     if same and not everything:
@@ -353,12 +368,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="show unchanged rows too")
     args = parser.parse_args(argv)
     try:
+        if args.out:  # never over an input, whatever the diff finds
+            check_output(args.out, (args.a, args.b))
         data = diff(args.a, args.b, args.range)
         print_diff(data, args.all)
-        if args.out:
-            write_json(args.out, data)
+        if args.out:  # a file to share, as a published trace is: no local path or name
+            write_json(args.out, Scrubber().value(data))
             print(f"written: {args.out}")
-    except (TraceFormatError, OSError) as exc:  # a bad --out too: one line, not a traceback
+    except (TraceFormatError, RefusedOutput, OSError) as exc:  # a bad --out: one line too
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0

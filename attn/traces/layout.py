@@ -32,6 +32,7 @@ TABLE_MD = "table.md"
 TIMELINE = "timeline.svg"
 VIEWER = "viewer.png"
 VARIANT_FILES = (SUMMARY, TRACE, TABLE_TXT, TABLE_MD, TIMELINE, VIEWER)
+ANALYZED_FILES = (SUMMARY, TRACE, TABLE_MD, TIMELINE)  # what analyze writes from a trace alone
 DIFF_DIR = "diff"
 PUBLIC_DIR = "public"  # no hardware set: a folder of traces recorded by others
 DIAGNOSIS = "diagnosis.json"
@@ -45,16 +46,17 @@ class RefusedFolder(RuntimeError):
     """A folder a run will not replace: it holds what attn.profiling did not write."""
 
 
-def check_replaceable(folder: Path) -> Path:
-    """The variant folder, if a run may replace it: absent, or a summary and artifacts only.
-    RefusedFolder otherwise, naming what would be lost (an example's raw trace, a user's file)."""
+def check_replaceable(folder: Path, writes: tuple[str, ...] = VARIANT_FILES) -> Path:
+    """The variant folder, if a run that writes `writes` may replace it: absent, or a summary and
+    those artifacts only. RefusedFolder otherwise, naming what would be lost (an example's raw
+    trace, a run's table.txt that analyze cannot make again, a user's file)."""
     folder = Path(folder)
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise RefusedFolder(f"{folder} is not a folder; give --out a folder")
     if not folder.exists():
         return folder
     names = {p.name for p in folder.iterdir()}
-    foreign = sorted(names - set(VARIANT_FILES)) or ([] if SUMMARY in names else sorted(names))
+    foreign = sorted(names - set(writes)) or ([] if SUMMARY in names else sorted(names))
     if foreign:
         raise RefusedFolder(
             f"{folder} holds {foreign[0]}, which attn.profiling did not write: it would be lost; "

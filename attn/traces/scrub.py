@@ -24,7 +24,9 @@ import orjson
 REDACTED = "<redacted>"
 CHUNK = 5_000  # events scrubbed and written at a time: a megabyte or two of JSON, three copies
 # Dropped wherever they appear: host names, and addresses such as distributedInfo.master_addr.
-HOST_KEYS = {"host_name", "hostname", "host", "node", "nodename", "master_addr", "addr", "ip"}
+HOST_KEYS = {
+    "host_name", "hostname", "host", "node", "nodename", "master_addr", "master", "addr", "ip",
+}  # fmt: skip
 # An absolute path inside any string: a run of path characters after / (file:// URLs' too), after
 # C:\ or after \\ (a UNC path: \\server\share).
 PATH_LIKE = re.compile(
@@ -33,6 +35,16 @@ PATH_LIKE = re.compile(
 )
 # Whoever's home it is: the user folder after /home/, /Users/ or C:\Users\, and a UNC server.
 SOMEONE = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\]+|(?<=[/\\]users[/\\])[^/\\]+|(?<=^\\\\)[^\\]+")
+# A home folder whose name holds spaces (/Users/Alice Smith/): PATH_LIKE stops at the first one,
+# so the whole folder name, up to its separator, is redacted first.
+SPACED_HOME = re.compile(r"(?i)(?<=[/\\]home[/\\])[^/\\\"'<>|\n]* [^/\\\"'<>|\n]*(?=[/\\])|"
+                         r"(?<=[/\\]users[/\\])[^/\\\"'<>|\n]* [^/\\\"'<>|\n]*(?=[/\\])")  # fmt: skip
+
+
+def local_hosts() -> list[str]:
+    """This machine's host name, and its first label (gpu-node-17 of gpu-node-17.cluster)."""
+    host = socket.gethostname()
+    return sorted({h for h in (host, host.split(".")[0]) if len(h) >= 3})
 
 
 def local_names() -> list[str]:
@@ -59,16 +71,26 @@ def local_paths() -> list[str]:
 
 
 class Scrubber:
-    """Redacts local folders, and user or host names, inside path-like text."""
+    """Redacts local folders and user names inside path-like text, and host names anywhere."""
 
-    def __init__(self, paths: list[str] | None = None, names: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        paths: list[str] | None = None,
+        names: list[str] | None = None,
+        hosts: list[str] | None = None,
+    ) -> None:
         self.paths = local_paths() if paths is None else paths
         self.names = names = local_names() if names is None else names
+        # A host name is redacted anywhere, free text too ("connected to gpu-node-17"); a user
+        # name only inside paths (a user called cuda must not rename cudaLaunchKernel).
+        self._done: dict[str, str] = {}
+        self.hosts: list[str] = []
+        self.host = None
+        self.learn(local_hosts() if hosts is None else hosts)
         # Inside a path a name stands between separators, or after `_`/`-` as in
         # /tmp/torchinductor_<user>/ ; it must not shred a longer word ("dev" in "device").
-        self._done: dict[str, str] = {}
         self.name = (
-            re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?=[/\\_\-.]|$)" for n in names))
+            re.compile("|".join(rf"(?<=[/\\_\-.]){re.escape(n)}(?![\w])" for n in names))
             if names
             else None
         )
@@ -87,7 +109,8 @@ class Scrubber:
             b"\\\\users\\\\",
             b"\\\\\\\\",
         ]  # SOMEONE, as JSON spells it
-        return found + others + [orjson.dumps(k) + b":" for k in HOST_KEYS]
+        hosts = [orjson.dumps(h.lower())[1:-1] for h in self.hosts]
+        return found + others + hosts + [orjson.dumps(k) + b":" for k in HOST_KEYS]
 
     def events(self, events: list) -> bytes:
         """The events as JSON text (comma-separated, unbracketed), scrubbed: a chunk whose text
@@ -111,6 +134,34 @@ class Scrubber:
                 at = low.find(marker, ends[i])
         return b",".join(parts)
 
+    def learn(self, hosts: list[str]) -> None:
+        """Redact these host names wherever they appear from now on."""
+        self.hosts = sorted({*self.hosts, *(h for h in hosts if len(h) >= 3)})
+        alternatives = "|".join(rf"(?<![\w-]){re.escape(h)}(?![\w-])" for h in self.hosts)
+        self.host = re.compile(alternatives, re.I) if self.hosts else None
+        self._done.clear()
+        self.__dict__.pop("markers", None)
+
+    def learn_from(self, head: dict) -> None:
+        """The hosts a trace names in its own host fields (a master_addr, a hostname), so the
+        free text of a trace from another machine loses them too."""
+        found = []
+        todo = [head]
+        while todo:
+            item = todo.pop()
+            if isinstance(item, dict):
+                for k, v in item.items():
+                    if str(k).lower() in HOST_KEYS and isinstance(v, str):
+                        found += [v.rsplit(":", 1)[0] if v.count(":") == 1 else v]
+                    todo.append(v)
+            elif isinstance(item, list):
+                todo += item
+        self.learn(found)
+
+    def _has_host(self, value: str) -> bool:
+        low = value.lower()
+        return any(h.lower() in low for h in self.hosts)
+
     def path(self, text: str) -> str:
         for folder in self.paths:
             text = text.replace(folder, REDACTED)
@@ -119,13 +170,16 @@ class Scrubber:
 
     def text(self, value: str) -> str:
         if value not in self._done:  # names repeat by the thousand in a trace: scrub each once
-            self._done[value] = PATH_LIKE.sub(lambda m: self.path(m.group(0)), value)
+            spaced = SPACED_HOME.sub(REDACTED, value)
+            scrubbed = PATH_LIKE.sub(lambda m: self.path(m.group(0)), spaced)
+            self._done[value] = self.host.sub(REDACTED, scrubbed) if self.host else scrubbed
         return self._done[value]
 
     def value(self, value):
         kind = type(value)
         if kind is str:  # text with no separator holds no path: most names, left untouched
-            return self.text(value) if "/" in value or "\\" in value else value
+            marked = "/" in value or "\\" in value or self._has_host(value)
+            return self.text(value) if marked else value
         if kind is list:
             return [self.value(v) for v in value]
         if kind is dict:  # keys too: a trace may key a table by file path
@@ -141,7 +195,9 @@ def scrub_trace(
     trace: dict, paths: list[str] | None = None, names: list[str] | None = None
 ) -> dict:
     """A copy of the Chrome trace with local paths and host and user names redacted."""
-    cleaned = Scrubber(paths, names).value(trace)
+    scrubber = Scrubber(paths, names)
+    scrubber.learn_from({k: v for k, v in trace.items() if k != "traceEvents"})
+    cleaned = scrubber.value(trace)
     cleaned["traceName"] = "trace.json"  # the exporter writes the file's absolute path here
     return cleaned
 
@@ -158,6 +214,7 @@ def write_trace(trace: dict, path: Path, scrubber: Scrubber | None = None) -> Pa
     never exists whole, so writing a trace of a million events takes little more memory."""
     scrubber = scrubber or Scrubber()
     head = {k: v for k, v in trace.items() if k != "traceEvents"}
+    scrubber.learn_from(head)  # its distributedInfo's master, its hostname: in free text too
     head = {**scrubber.value(head), "traceName": "trace.json"}  # the exporter's absolute path
     with (
         open(path, "wb") as file,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from attn.traces.markdown import code
 from attn.traces.trace import DEVICE_CATEGORIES, EPS_US, RUNTIME_CATEGORIES, Forward
 from attn.traces.units import time_text
 
@@ -71,13 +72,13 @@ def markdown_table(fwds: list[Forward], on_device: bool, rows: int = ROWS) -> st
         "|---|" + "---:|" * (len(header) - 1),
     ]
     for r in found[:rows]:
-        name = r["name"].replace("|", "\\|")
+        name = code(r["name"]).replace("|", "\\|")  # whatever the name holds, it shows as text
         if r["kind"] in DEVICE_CATEGORIES:
-            cells = [f"`{name}` <small>({r['kind']})</small>", f"{r['calls']:g}", "–", "–"]
+            cells = [f"{name} <small>({r['kind']})</small>", f"{r['calls']:g}", "–", "–"]
         else:
-            cells = [f"`{name}`", f"{r['calls']:g}", _time(r["cpu"]), _time(r["self_cpu"])]
+            cells = [name, f"{r['calls']:g}", _time(r["cpu"]), _time(r["self_cpu"])]
         if on_device:
             cells.append(_time(r["device"]) if r["device"] else "–")
         lines.append("| " + " | ".join(cells) + " |")
-    per = f"per `{fwds[0].range.name}` range" if fwds else "per range"
+    per = f"per {code(fwds[0].range.name)} range" if fwds else "per range"
     return "\n".join(lines) + f"\n\n<small>Mean {per}, computed from the trace.</small>\n"

@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from attn.traces.markdown import visible
 from attn.traces.plot import WIDTH_IN, figure, save
 from attn.traces.trace import (
     DEVICE_CATEGORIES,
@@ -73,6 +74,12 @@ def short_name(name: str) -> str:
     """`void at::native::foo_kernel<...>(...)` -> `foo_kernel`; `aten::mul` -> `mul`."""
     name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
     return re.split(r"[<(]", name)[0].strip().split("::")[-1] or name[:20]
+
+
+def _plain(text: str) -> str:
+    """A name as matplotlib draws it as text: control characters (invalid in the SVG's XML) as
+    their escapes, a $ as a dollar and not the start of mathtext."""
+    return visible(text).replace("$", r"\$")
 
 
 def label(e: Event, width: float, per_char: float) -> str | None:
@@ -209,7 +216,7 @@ def draw_timeline(
     kept = set(sorted(range(len(labels)), key=lambda i: labels[i][:2], reverse=True)[:MAX_LABELS])
     for _, _, x0, x1, y, e, text in (labels[i] for i in sorted(kept)):
         ax.text(  # a label that does not fit its bar goes beside it
-            (x0 + x1) / 2 if text else x1, y + 0.5, text or f" ← {short_name(e.name)}",
+            (x0 + x1) / 2 if text else x1, y + 0.5, _plain(text or f" ← {short_name(e.name)}"),
             ha="center" if text else "left", va="center", fontsize=FONT_PT, clip_on=True,
             color="white" if is_copy(e) and text else "black",
         )  # fmt: skip
@@ -225,7 +232,7 @@ def draw_timeline(
     n_cpu = sum(1 for _, evts in rows if evts[0].cat not in DEVICE_CATEGORIES)
     if n_cpu < len(rows):
         ax.axhline(len(rows) - n_cpu, color="black", linewidth=0.8)
-    ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], [t for t, _ in rows])
+    ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], [_plain(t) for t, _ in rows])
     ax.tick_params(axis="y", length=0)
     ax.set_ylim(0, len(rows) + (0.6 if axis.gaps else 0))
     ax.set_xlim(0, axis.width * 1.01)
@@ -237,8 +244,8 @@ def draw_timeline(
             if start - axis.t0 <= t <= end - axis.t0:
                 ticks.append((axis.x(t + axis.t0), f"{t:,.0f}"))
     ax.set_xticks([x for x, _ in ticks], [t for _, t in ticks])
-    ax.set_xlabel(f"µs since the {forward.range.name} range began")
-    ax.set_title(title, loc="left", fontsize=FONT_PT + 1.5)
+    ax.set_xlabel(_plain(f"µs since the {forward.range.name} range began"))
+    ax.set_title(_plain(title), loc="left", fontsize=FONT_PT + 1.5)
     ax.grid(axis="x", linewidth=0.3, alpha=0.5)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)

@@ -84,7 +84,14 @@ class Event(NamedTuple):
 
 def _max_trace_bytes() -> int:
     """The most a trace may decompress to: a bomb of a few kilobytes must not take the machine."""
-    return int(float(os.environ.get("ATTN_MAX_TRACE_GIB", "4")) * 2**30)
+    text = os.environ.get("ATTN_MAX_TRACE_GIB", "4")
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = math.nan
+    if not (math.isfinite(gib) and gib > 0):
+        raise TraceFormatError(f"ATTN_MAX_TRACE_GIB is {text!r}: give a size in GiB, such as 8")
+    return int(gib * 2**30)
 
 
 def _too_large(where: str, limit: int) -> TraceFormatError:
@@ -155,6 +162,8 @@ def load_trace(path: Path | str) -> dict:
         trace = parse_json(raw)
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read it ({e.strerror or e})") from e
+    except RecursionError:  # orjson stops at 1024 levels, the standard library at the stack
+        raise TraceFormatError(f"{path}: JSON nested too deep to be a trace") from None
     except (ValueError, EOFError, zlib.error) as e:
         if isinstance(e, TraceFormatError):
             raise
@@ -276,7 +285,26 @@ class Trace:
             self.problems.append(f"{shared} runtime call(s) reuse another's correlation id")
         if lost:
             self.problems.append(f"none of the {len(device)} device events has its launch")
-        self.device_counts_known = not (shared or lost)
+        between = 0 if lost else self._unlaunched_between()
+        if between:
+            self.problems.append(
+                f"{between} device event(s) without their launch run among those a range launched"
+            )
+        self.device_counts_known = not (shared or lost or between)
+
+    def _unlaunched_between(self) -> int:
+        """Device events whose launch the trace lacks, on a stream between work whose launch it
+        has: they belong to some range, which one cannot be told (kernels of a warm-up before
+        the trace began come first, and are no range's)."""
+        rows = np.flatnonzero(self.is_device)
+        launches = self.correlation[self.is_runtime & (self.correlation >= 0)]
+        known, ts = np.isin(self.correlation[rows], launches), self.ts[rows]
+        streams, stream = np.unique(self.thread[rows], return_inverse=True)
+        first, last = np.full(len(streams), np.inf), np.full(len(streams), -np.inf)
+        np.minimum.at(first, stream[known], ts[known])  # one pass, however many streams
+        np.maximum.at(last, stream[known], ts[known])
+        lost, on = ts[~known], stream[~known]
+        return int(((lost > first[on]) & (lost < last[on])).sum())
 
     def in_categories(self, *wanted: str) -> np.ndarray:
         """A boolean column: whether each row's category (today's spelling) is one of `wanted`."""
@@ -318,8 +346,12 @@ class Trace:
         """Row numbers of each thread's host events (device work left out), in start order, and
         their start times: a range's events are found by binary search, whatever the ranges."""
         host = np.flatnonzero(~self.is_device)
-        rows = {int(t): host[self.thread[host] == t] for t in np.unique(self.thread[host])}
-        return {t: (r, self.ts[r]) for t, r in rows.items()}
+        if not len(host):
+            return {}
+        host = host[np.argsort(self.thread[host], kind="stable")]  # a mask per thread: quadratic
+        threads, first = np.unique(self.thread[host], return_index=True)
+        rows = zip(threads.tolist(), np.split(host, first[1:]), strict=True)
+        return {t: (r, self.ts[r]) for t, r in rows}
 
     @functools.cached_property
     def parent(self) -> np.ndarray:
@@ -558,8 +590,10 @@ def per_forward(
         return _mean([r[key] for r in rows])
 
     first = fwds[0]
+    names = {trace.name[f.row] for f in fwds}  # ProfilerStep#5 to #10: all, by their prefix
+    named = first.range.name if len(names) == 1 else f"{STEP_PREFIX}*"
     return {
-        "range": first.range.name if range_name is None else range_name,
+        "range": named if range_name is None else range_name,
         "forwards": len(fwds),
         "cpu_time_us": mean_of("cpu_time_us"),
         "device_time_us": mean_of("device_time_us") if on_device else None,
@@ -608,14 +642,20 @@ def depths(evts: list[Event]) -> list[int]:
 def memory_events(raw: dict, device_type: int) -> list[tuple[float, int]]:
     """(ts, signed bytes) of every allocation (+) and free (-) on that device type, in time order."""
     found = [
-        (float(e["ts"]), int(e["args"]["Bytes"]))
+        (e.get("ts"), e["args"]["Bytes"])
         for e in raw.get("traceEvents", [])
         if isinstance(e, dict)
         and e.get("name") == "[memory]"
-        and (e.get("args") or {}).get("Device Type") == device_type
+        and isinstance(e.get("args"), dict)
+        and e["args"].get("Device Type") == device_type
         and "Bytes" in e["args"]
     ]
-    return sorted(found)
+    for ts, size in found:  # a peak summed from anything else would be made up
+        if type(size) is not int or isinstance(ts, bool) or not isinstance(ts, (int, float)):
+            raise TraceFormatError(
+                f"a [memory] event at ts {ts!r} has Bytes {size!r}: not a whole number of bytes"
+            )
+    return sorted((float(ts), size) for ts, size in found)
 
 
 def peak_of(sizes: list[int]) -> int:

@@ -11,6 +11,7 @@ import functools
 import gzip
 import html
 import json
+import math
 import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -42,7 +43,56 @@ def read_json(path: Path, kind: type = dict):
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A count or a time a page can show: finite and not negative ("nan µs", "-5 ATen ops")."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+OPTIONAL_NUMBERS = (
+    "device_time_us", "kernels_per_forward", "memset_per_forward", "peak_memory_bytes",
+)  # fmt: skip
+
+
+def _check_shown(path: Path, s: dict) -> None:
+    """What a page shows of a summary beyond its counts: each field the type the page reads."""
+    for key in OPTIONAL_NUMBERS:
+        if s.get(key) is not None and not _number(s[key]):
+            raise BrokenSet(f"profiles hook: {path}: {key} is {s[key]!r}, not a number")
+    memcpy = s.get("memcpy_per_forward")
+    if memcpy is not None and not (
+        isinstance(memcpy, dict)
+        and all(isinstance(k, str) and _number(n) for k, n in memcpy.items())
+    ):
+        raise BrokenSet(
+            f"profiles hook: {path}: memcpy_per_forward is {memcpy!r}, not counts by direction"
+        )
+    kernels = s.get("kernels")
+    if kernels is not None and not (
+        isinstance(kernels, list) and all(isinstance(k, str) for k in kernels)
+    ):
+        raise BrokenSet(f"profiles hook: {path}: kernels is {kernels!r}, not a list of names")
+    claims = s.get("claims")
+    if claims is not None and not isinstance(claims, list):
+        raise BrokenSet(f"profiles hook: {path}: claims is {claims!r}, not a list")
+    for i, c in enumerate(claims or []):
+        if not (
+            isinstance(c, dict)
+            and isinstance(c.get("text"), str)
+            and c.get("holds") in (True, False, None)
+            and isinstance(c.get("observed"), (str, type(None)))
+        ):
+            raise BrokenSet(
+                f"profiles hook: {path}: claims[{i}] is {c!r}, not a claim (text, holds, observed)"
+            )
+    mark = (s.get("viewer") or {}).get("mark") if isinstance(s.get("viewer"), dict) else None
+    if mark is not None and not (
+        isinstance(mark, dict) and _number(mark.get("left")) and _number(mark.get("right"))
+    ):
+        raise BrokenSet(f"profiles hook: {path}: viewer.mark is {mark!r}, not left and right")
 
 
 def check_summary(path: Path, variant: str) -> dict:
@@ -56,7 +106,10 @@ def check_summary(path: Path, variant: str) -> dict:
     if not isinstance(s.get("available"), bool):
         raise BrokenSet(f"profiles hook: {path} has no 'available' true/false")
     if not s["available"]:
+        if not isinstance(s.get("reason"), (str, type(None))):
+            raise BrokenSet(f"profiles hook: {path}: reason is {s['reason']!r}, not a sentence")
         return s
+    _check_shown(path, s)
     for key in ("cpu_time_us", "ops_per_forward"):
         if not _number(s.get(key)):
             raise BrokenSet(f"profiles hook: {path}: {key} is {s.get(key)!r}, not a number")
@@ -70,6 +123,48 @@ def check_summary(path: Path, variant: str) -> dict:
     return s
 
 
+PLAIN = r"[^|<>`\[\]{}\\&!]*"  # a number, a time or a dash: nothing Markdown or HTML would act on
+TABLE_LINES = {  # what may stand on each side of the one code span a line may hold
+    re.compile(r"\|(?: [\w ]+ \|)+"): None,  # the header
+    re.compile(r"\|---\|(?:---:\|)+"): None,
+    re.compile(r""): None,
+    re.compile(r"<small>Mean per range, computed from the trace\.</small>"): None,
+    re.compile(r"\| "): re.compile(rf"(?: <small>\(\w+\)</small>)? (?:\| {PLAIN} )+\|"),  # a row
+    re.compile(r"<small>Mean per "): re.compile(r" range, computed from the trace\.</small>"),
+}
+
+
+def _after_code(line: str, start: int) -> str | None:
+    """What follows the code span that opens at `start`, closed where Python-Markdown closes it
+    (the next run of as many backticks); None if none opens there or a bare | is in it."""
+    fence = re.match(r"`+", line[start:])
+    if fence is None:
+        return None
+    for run in re.finditer(r"`+", line[start + fence.end() :]):
+        if len(run[0]) == fence.end():
+            inside = line[start + fence.end() : start + fence.end() + run.start()]
+            if re.search(r"(?<!\\)\|", inside):
+                return None
+            return line[start + fence.end() + run.end() :]
+    return None
+
+
+def check_table(path: Path) -> None:
+    """table.md is shown as it is: each line must be one analyze writes, names in code spans."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for before, after in TABLE_LINES.items():
+            if after is None:
+                if before.fullmatch(line):
+                    break
+                continue
+            opened = before.match(line)
+            rest = _after_code(line, opened.end()) if opened else None
+            if rest is not None and after.fullmatch(rest):
+                break
+        else:
+            raise ValueError(f"line {number} is not a row of the table analyze writes: {line!r}")
+
+
 def check_file(path: Path) -> None:
     """A published artifact must be whole: gzip JSON traces decode, pictures parse, data loads."""
     try:
@@ -81,6 +176,8 @@ def check_file(path: Path) -> None:
             ElementTree.fromstring(path.read_bytes())
         elif path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))
+        elif path.name == layout.TABLE_MD:
+            check_table(path)
         elif path.suffix == ".png":
             with PIL.Image.open(path) as image:  # a whole picture, not a PNG signature alone
                 image.verify()
@@ -141,7 +238,19 @@ def load_set(folder: Path) -> dict:
         )
     summaries = {}
     for name, entry in variants.items():
-        for f in entry.get("files", []):
+        files = entry.get("files", []) if isinstance(entry, dict) else None
+        if not SLUG.fullmatch(name) or not isinstance(files, list):
+            raise BrokenSet(f"profiles hook: {index}: variants entry {name!r} is not a variant's")
+        for f in files:
+            if f not in layout.VARIANT_FILES:  # "/etc/hostname" would be published
+                raise BrokenSet(
+                    f"profiles hook: {index}: {name}'s files names {f!r}, not an artifact "
+                    f"({', '.join(layout.VARIANT_FILES)})"
+                )
+            if (folder / name).is_symlink() or (folder / name / f).is_symlink():
+                raise BrokenSet(
+                    f"profiles hook: {folder / name / f} is a link: a set holds its own files"
+                )
             if not (folder / name / f).is_file():
                 raise BrokenSet(
                     f"profiles hook: {index} lists {folder / name / f}, which is missing"
@@ -153,7 +262,8 @@ def load_set(folder: Path) -> dict:
         check_file(folder / f"{figure}.json")
     env_path = folder / layout.ENVIRONMENT
     env = read_json(env_path) if env_path.exists() else {}
-    env = {k: html.escape(v) if isinstance(v, str) else v for k, v in env.items()}
+    marks = lambda v: re.sub(r"([\\`\[\]{}])", r"\\\1", v)  # noqa: E731  (a link, code, attributes)
+    env = {k: html.escape(marks(v)) if isinstance(v, str) else v for k, v in env.items()}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
     name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
     name = re.sub(r"([\\`*_\[\]])", r"\\\1", name)  # a tab label is Markdown: its marks as text

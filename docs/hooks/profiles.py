@@ -11,7 +11,6 @@ variants, claims and lessons come from attn.specs.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import posixpath
@@ -22,13 +21,15 @@ from typing import NamedTuple
 
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
-from profile_sets import artifact_files, hardware_sets, read_json
+from profile_sets import BrokenSet, artifact_files, hardware_sets, read_json
 
 from attn import specs
 from attn.traces import intervals, layout
+from attn.traces import markdown as md
 from attn.traces.backward import as_forward
 from attn.traces.checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
+from attn.traces.diff import render_diff as diff_markdown
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.traces.units import bytes_text, count_text, time_text
 
@@ -162,11 +163,6 @@ def busy_line(hw: dict) -> str | None:
     )
 
 
-def _code(text: str) -> str:
-    """Backticks around op names in a claim's sentence."""
-    return re.sub(r"(?<!`)\b((?:aten|attn)::\w+)", r"`\1`", text)
-
-
 def environment_line(hw: dict) -> str:
     """Device, torch (and CUDA) version, date and commit of a hardware set, on one line."""
     env = hw["env"]
@@ -237,7 +233,7 @@ def render_variant(page: Page, name: str) -> str:
         if not summary["available"]:
             reason = (summary.get("reason") or "No reason was recorded.").strip()
             reason = reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
-            return f'!!! note "Not available on {hw["title"]}"\n\n    {reason}'
+            return f'!!! note "Not available on {hw["title"]}"\n\n    {md.prose(reason)}'
         files = set(hw["manifest"]["variants"][name].get("files", []))
         url = lambda f: page.link(f"profiles/{hw['slug']}/{name}/{f}")  # noqa: E731
         where = f"{name} on {hw['title']}"
@@ -248,7 +244,7 @@ def render_variant(page: Page, name: str) -> str:
         if layout.VIEWER in files:
             selected = (summary.get("viewer") or {}).get("selected")
             alt = f"The trace of {where} in a trace viewer, one {shown}" + (
-                f", {selected} selected and boxed in red" if selected else ""
+                f", {md.text(selected)} selected and boxed in red" if selected else ""
             )
             focus = _focus(summary.get("viewer"))
             text.append(f"![{alt}]({url(layout.VIEWER)}){{ loading=lazy{focus} }}")
@@ -262,7 +258,7 @@ def render_variant(page: Page, name: str) -> str:
                 f'data-trace-viewer data-trace-range="{shown}" }}'
             )
         if kernels := summary.get("kernels"):
-            items = "\n".join(f"    - `{k}`" for k in kernels)
+            items = "\n".join(f"    - {md.code(k)}" for k in kernels)
             more = summary.get("kernels_not_listed") or 0
             count = f"the first {len(kernels)} of {len(kernels) + more}" if more else len(kernels)
             text.append(f'??? info "Kernel names ({count})"\n\n{items}')
@@ -283,7 +279,7 @@ def claims_of(name: str, hw: dict) -> list[dict]:
 def _on(device_type: str, text: str) -> str:
     """The sentence with the hardware it is about in front, unless it already starts with it."""
     words = DEVICE_WORDS[device_type]
-    return _code(text) if text.startswith(words) else f"{words}: {_code(text)}"
+    return md.prose(text) if text.startswith(words) else f"{words}: {md.prose(text)}"
 
 
 def render_check(page: Page, name: str) -> str:
@@ -292,8 +288,8 @@ def render_check(page: Page, name: str) -> str:
     checked = [(hw, claims) for hw in page.sets if (claims := claims_of(name, hw))]
     tabs = [
         (hw["title"], "\n".join(
-            f"- {VERDICT[c.get('holds')][0]} **{VERDICT[c.get('holds')][1]}:** {_code(c['text'])} "
-            f"<small>Observed: {_code(c.get('observed') or '–')}</small>"
+            f"- {VERDICT[c.get('holds')][0]} **{VERDICT[c.get('holds')][1]}:** {md.prose(c['text'])} "
+            f"<small>Observed: {md.prose(c.get('observed') or '–')}</small>"
             for c in claims
         ))
         for hw, claims in checked
@@ -348,12 +344,12 @@ def render_claim(page: Page, name: str, key: str) -> str:
     verdicts = {holds for holds, _, _ in results}
     kind = "note" if not results else "success" if verdicts == {True} else "warning"
     lines = [
-        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {_code(seen or '–')})"
+        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {md.prose(seen or '–')})"
         for holds, seen, title in results
     ] or [waiting]
     # A sentence several variants share (each compiled variant's first call) says whose it is.
     shared = sum(any(c.text == claim.text for c in spec.claims) for spec in specs.SPECS) > 1
-    title = _code(f"{name}: {claim.text}" if shared else claim.text).replace('"', "'")
+    title = md.prose(f"{name}: {claim.text}" if shared else claim.text).replace('"', "'")
     return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
 
 
@@ -433,12 +429,11 @@ def render_diff(page: Page, a: str, b: str) -> str:
     def body(hw: dict) -> str | None:
         if diff_name(a, b) not in hw["manifest"].get("diffs", []):
             return None
-        data = read_json(hw["folder"] / layout.DIFF_DIR / diff_name(a, b))
-        if not isinstance(data.get("markdown"), str):
-            raise page.error(
-                f"{diff_name(a, b)} on {hw['title']} has no 'markdown'; rerun the profile"
-            )
-        return data["markdown"]
+        path = hw["folder"] / layout.DIFF_DIR / diff_name(a, b)
+        try:  # drawn from its rows, each name as text: the stored Markdown could hold anything
+            return diff_markdown(read_json(path))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise BrokenSet(f"profiles hook: {path} is not a diff ({type(e).__name__}: {e})") from e
 
     return per_set(page, f"a diff of `{a}` and `{b}`", body)
 
@@ -574,7 +569,11 @@ def render_figure(page: Page, name: str) -> str:
             f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
         ]
         if name in TABLES:
-            text.append(TABLES[name](read_json(hw["folder"] / f"{name}.json", list)))
+            path = hw["folder"] / f"{name}.json"
+            try:  # every value shows as text; one of the wrong type names the file
+                text.append(TABLES[name](read_json(path, list)))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise BrokenSet(f"profiles hook: {path}: a row the page cannot show ({e!r})") from e
         return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
 
     return per_set(page, f"the {name} figure", body)
@@ -602,7 +601,8 @@ def decoding_table(rows: list[dict]) -> str:
             mine = sorted((r for r in steps if r["impl"] == impl), key=lambda r: r["cache_len"])
             lo, hi = mine[0], mine[-1]
             lines.append(
-                f"| {impl} | {lo['cache_len']} | {lo['bandwidth_ratio']:.2f} | {hi['cache_len']} "
+                f"| {md.text(impl)} | {int(lo['cache_len'])} | {lo['bandwidth_ratio']:.2f} "
+                f"| {int(hi['cache_len'])} "
                 f"| {hi['bandwidth_ratio']:.2f} | {lo['overhead_share']:.0%} |"
             )
     every = [r for r in rows if r.get("kind") == "step"]
@@ -656,11 +656,13 @@ def benchmark_table(rows: list[dict]) -> str:
     """On a CPU, the vector ISA the run used; then each custom kernel's time as a multiple of the
     baseline's, measured in the same run."""
     mine = [r for r in rows if "ratio_to_flash" in r]
-    sizes = sorted({f"{r.get('batch', '?')} × {r.get('heads', '?')}" for r in mine})
-    isas = sorted({r["cpu_capability"] for r in rows if r.get("cpu_capability")})
+    sizes = sorted(
+        {f"{md.text(r.get('batch', '?'))} × {md.text(r.get('heads', '?'))}" for r in mine}
+    )
+    isas = sorted({md.text(r["cpu_capability"]) for r in rows if r.get("cpu_capability")})
     lines = []
     if isas:  # a CPU run (GPU runs, and CPU runs made before it was recorded, leave it out)
-        ours = ", ".join(f"`{n}`" for n in dict.fromkeys(r["variant"] for r in mine))
+        ours = ", ".join(md.code(n) for n in dict.fromkeys(r["variant"] for r in mine))
         lines += [
             f"Vector ISA of this run: {', '.join(isas)} (`torch.backends.cpu.get_cpu_capability()`)."
             f" Torch's CPU kernels ran that ISA's code, and so did {ours or 'our kernel'}: it"
@@ -693,8 +695,11 @@ def benchmark_table(rows: list[dict]) -> str:
     ]
     for r in mine:  # the shape in one column: the table fits a page's column at 1280 px
         masking = "causal" if r["is_causal"] else "full"
-        shape = f"{r.get('dtype', '?')}<br><small>{r['seq']} × {r['head_dim']}, {masking}</small>"
-        cells = [f"`{r['variant']}`", shape]
+        shape = (
+            f"{md.text(r.get('dtype', '?'))}<br><small>{int(r['seq'])} × {int(r['head_dim'])}, "
+            f"{masking}</small>"
+        )
+        cells = [md.code(r["variant"]), shape]
         if "low_us" in r:
             cells.append(timed_cell({**r, "median_us": r["time_us"]}))
         else:
@@ -734,22 +739,36 @@ def render_public(page: Page, folder: str) -> str:
     if specs.public(folder) is None:
         known = ", ".join(p.folder for p in specs.PUBLIC)
         raise page.error(f"unknown public trace {folder!r}; known: {known}")
-    here = f"profiles/{layout.PUBLIC_DIR}/{folder}"
     path = page.root / layout.PUBLIC_DIR / folder / layout.DIAGNOSIS
     if not path.is_file():
         return (
             f'!!! note "Not written yet: {folder}"\n\n    `python -m attn.profiling.public` writes '
             "what this section shows, from the trace in `tests/fixtures/realtraces/`.\n"
         )
-    data = read_json(path)
+    try:
+        return _public_markdown(page, folder, read_json(path))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BrokenSet(
+            f"profiles hook: {path} is not a diagnosis ({type(e).__name__}: {e})"
+        ) from e
+
+
+def _public_markdown(page: Page, folder: str, data: dict) -> str:
+    """What render_public shows of a diagnosis.json; every value in it shows as text."""
+    here = f"profiles/{layout.PUBLIC_DIR}/{folder}"
     src = data["source"]
-    repo = src["repository"].removeprefix("https://github.com/")
-    url = f"{src['repository']}/blob/{src['commit']}/{src['path']}"
+    repository = src["repository"]
+    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
+        raise ValueError(f"source.repository {repository!r} is not a GitHub repository's address")
+    repo = md.text(repository.removeprefix("https://github.com/"))
+    commit, path = (re.sub(r"[^\w./-]", "_", str(src[k])) for k in ("commit", "path"))
+    url = f"{repository}/blob/{commit}/{path}"
     text = [
-        f"<small>Recorded by others on an **{src['GPU']}** · torch: {src['torch']} · "
-        f"[`{src['path'].rsplit('/', 1)[-1]}`]({url}) from [{repo}]({src['repository']}) at "
-        f"commit `{src['commit'][:8]}`, {src['license']} license. A copy is kept as test data in "
-        f"`tests/fixtures/realtraces/{folder}/`, with its SOURCE.txt and LICENSE.</small>"
+        f"<small>Recorded by others on an **{md.text(src['GPU'])}** · torch: "
+        f"{md.text(src['torch'])} · [{md.code(path.rsplit('/', 1)[-1])}]({url}) from "
+        f"[{repo}]({repository}) at commit {md.code(commit[:8])}, {md.text(src['license'])} "
+        f"license. A copy is kept as test data in `tests/fixtures/realtraces/{folder}/`, with its "
+        "SOURCE.txt and LICENSE.</small>"
     ]
     rows = []  # four columns, to fit a page's column: pass and compiled under the name, the
     for r in data["attention"]:  # shapes under where, one call's cost with its spread and share
@@ -761,9 +780,9 @@ def render_public(page: Page, folder: str) -> str:
             share = f"{r['share_of_device_time']:.0%} of device time"
             cost = " · ".join(x for x in (cost, time_text(t) + spread, share) if x)
         notes = [r["pass"]] + (["compiled"] if r["compiled"] else [])
-        name = f"`{r['implementation']}`<br><small>{', '.join(notes)}</small>"
-        where = r["where"] + (f"<br><small>{r['shapes']}</small>" if r.get("shapes") else "")
-        rows.append(_row([name, where, r["calls"], cost]))
+        name = f"{md.code(r['implementation'])}<br><small>{md.text(', '.join(notes))}</small>"
+        shapes = f"<br><small>{md.text(r['shapes'])}</small>" if r.get("shapes") else ""
+        rows.append(_row([name, md.text(r["where"]) + shapes, count_text(r["calls"]), cost]))
     head = "| implementation | where | calls | per call |"
     text.append("**What `diagnose` finds:**\n\n" + "\n".join([head, "|---|---|--:|--:|", *rows]))
     if data.get("attention_share_of_device_time"):
@@ -771,32 +790,38 @@ def render_public(page: Page, folder: str) -> str:
             f"Attention takes {data['attention_share_of_device_time']:.0%} of the trace's device "
             "time (its kernels, copies and fills, summed)."
         )
-    found = [
-        f"- `{f['kind']}` ({f['count']}): {f['advice']} See [{f['chapter']}]({page.link(f['chapter'])})."
-        for f in data["findings"]
-    ] or ["- No finding: nothing to fix that diagnose knows of."]
+    chapters = {p for entry in page.config.get("nav", []) for p in entry.values()}
+    found = []
+    for f in data["findings"]:
+        if chapters and f["chapter"] not in chapters:
+            raise ValueError(f"findings: chapter {f['chapter']!r} is not a page of the site")
+        found.append(
+            f"- {md.code(f['kind'])} ({count_text(f['count'])}): {md.prose(f['advice'])} See "
+            f"[{md.text(f['chapter'])}]({page.link(f['chapter'])})."
+        )
+    found = found or ["- No finding: nothing to fix that diagnose knows of."]
     unchecked: dict[str, list[str]] = {}  # one line per reason
     for gap in data["not_checked"]:
-        unchecked.setdefault(gap["why"], []).append(f"`{gap['kind']}`")
+        unchecked.setdefault(md.prose(gap["why"]), []).append(md.code(gap["kind"]))
     found += [f"- Not checked, {', '.join(k)}: {why}." for why, k in unchecked.items()]
     found += [f"- The trace itself: {line}." for line in data.get("lint", [])]
     text.append("\n".join(found))
     shot = data["screenshot"]
     if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
-        alt = f"One attention call of the {src['GPU']} trace in a trace viewer"
+        alt = f"One attention call of the {md.text(src['GPU'])} trace in a trace viewer"
         focus = _focus(data.get("viewer"))
         text.append(
             f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy{focus} }}\n\n<small>"
-            f"{shot.get('band', 'One attention call').capitalize()} in the trace viewer (where: "
-            f"{shot['where']}), marked by the band on the diagnose track; selected and boxed in "
-            f"red: `{shot['select'][:80]}`. Python's stack frames are left out of the picture."
-            "</small>"
+            f"{md.text(shot.get('band', 'One attention call').capitalize())} in the trace viewer "
+            f"(where: {md.text(shot['where'])}), marked by the band on the diagnose track; selected "
+            f"and boxed in red: {md.code(shot['select'][:80])}. Python's stack frames are left out "
+            "of the picture.</small>"
         )
     text.append(
         "\n".join(
-            f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {_code(c['text'])} "
-            f"<small>Observed: {_code(html.escape(c['observed'], quote=False))}</small>"
-            for c in data["claims"]  # kernel names hold < and >
+            f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {md.prose(c['text'])} "
+            f"<small>Observed: {md.prose(c['observed'])}</small>"
+            for c in data["claims"]
         )
     )
     return "\n\n".join(text)
