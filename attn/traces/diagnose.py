@@ -270,7 +270,7 @@ def _backward_calls(trace: Trace, forwards: list[Call]) -> list[Call]:
                 owner[seq] = c if owner.get(seq, c) is c else None
     nodes: dict[int, dict[int, None]] = {}  # id(forward) -> its autograd nodes, in order
     by_id = {id(c): c for c in forwards}
-    for r in np.flatnonzero(trace.rows_where(lambda cat, name: cat == "cpu_op")).tolist():
+    for r in np.flatnonzero(trace.in_categories("cpu_op")).tolist():
         name = trace.name[r]
         if not name.startswith(patterns.AUTOGRAD_NODE):
             continue

@@ -311,20 +311,23 @@ class Trace:
         codes = self._category_codes
         return np.isin(self.cat_code, [codes[c] for c in wanted if c in codes])
 
-    def rows_where(self, test) -> np.ndarray:
-        """A boolean column: `test(cat, name)` of every row."""
-        found = (test(c, n) for c, n in zip(self.cat, self.name, strict=True))
-        return np.fromiter(found, dtype=bool, count=len(self.name))
+    def named(self, among: np.ndarray, test) -> np.ndarray:
+        """A boolean column: `test(name)` of each row `among` selects, False elsewhere (only
+        those rows' names are read)."""
+        found = np.zeros(len(self.name), dtype=bool)
+        rows = np.flatnonzero(among)
+        found[rows] = np.fromiter((test(self.name[i]) for i in rows.tolist()), bool, len(rows))
+        return found
 
     @functools.cached_property
     def is_aten_op(self) -> np.ndarray:
         """ATen operators: what `ops_per_forward` counts."""
-        return self.rows_where(lambda cat, name: cat == "cpu_op" and name.startswith("aten::"))
+        return self.named(self.in_categories("cpu_op"), lambda name: name.startswith("aten::"))
 
     @functools.cached_property
     def is_launch(self) -> np.ndarray:
         """Runtime or driver calls that launch device work."""
-        return self.is_runtime & self.rows_where(lambda cat, name: "Launch" in name)
+        return self.named(self.is_runtime, lambda name: "Launch" in name)
 
     def event(self, i: int) -> Event:
         return self.events(np.array([i]))[0]

@@ -33,7 +33,7 @@ def overlapping(trace: Trace) -> tuple[int, str | None]:
 
 def graph_replays(trace: Trace) -> tuple[int, int]:
     """(graph launches, kernels they replayed): the kernels have no launch of their own."""
-    launches = trace.is_runtime & trace.rows_where(lambda cat, name: "GraphLaunch" in name)
+    launches = trace.named(trace.is_runtime, lambda name: "GraphLaunch" in name)
     device = trace.launched_by(np.flatnonzero(launches))
     kernels = sum(trace.cat[d] == KERNEL for d in device.tolist())
     return int(launches.sum()), int(kernels)
