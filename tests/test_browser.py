@@ -224,10 +224,15 @@ SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer
 SETTLED = "document.documentElement.hasAttribute('data-trace-viewer')"
 
 
+# The evidence under a guess box stays closed until the reader answers; the checks below look at it.
+OPEN_EVIDENCE = "document.querySelectorAll('details.evidence').forEach((d) => { d.open = true; })"
+
+
 def open_settled(context, url: str):
     page = context.new_page()
     context.problems.watch(page)
     page.goto(url, wait_until="load")
+    page.evaluate(OPEN_EVIDENCE)
     page.wait_for_load_state("networkidle")
     page.wait_for_function(SETTLED)
     return page
@@ -261,6 +266,94 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
     finally:
         context.close()
     assert images > 0, "no page had an image"
+
+
+# --- guess first ----------------------------------------------------------------------------------
+
+GUESS_PAGES = [  # every chapter with a guess box
+    "reading-a-profile/", "naive/", "inplace/", "sdpa/", "custom-kernels/",
+    "compiled-and-flex/", "decoding/", "training/",
+]  # fmt: skip
+# Each question's group (its tab set) and the evidence blocks after it, up to the next question.
+EVIDENCE_OF = """(n) => {
+  const group = (el) => el.closest(".tabbed-set") || el;
+  const items = [...document.querySelectorAll(".attn-guess, details.evidence")];
+  const boxes = [...new Set(items.filter((i) => i.matches(".attn-guess")).map(group))];
+  const mine = boxes[n], next = boxes[n + 1];
+  const from = items.findIndex((i) => group(i) === mine);
+  const to = next ? items.findIndex((i) => group(i) === next) : items.length;
+  return { groups: boxes.length,
+           open: items.slice(from, to).filter((i) => i.matches("details")).map((d) => d.open) };
+}"""
+
+
+def score_matrices(summary: dict) -> str:
+    """The naive chapter's answer, worked out here from its summary.json as a reader would."""
+    s = summary["shape"]
+    one = {"float32": 4, "bfloat16": 2}[summary["dtype"]] * s["batch"] * s["heads"]
+    return f"{summary['peak_memory_bytes'] / (one * s['seq_q'] * s['seq_k']):.2f}"
+
+
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_answering_a_guess_opens_the_evidence_beside_the_measured_value(site_url, browser, width):
+    context = new_context(browser, width)
+    try:
+        for path in GUESS_PAGES:
+            page = context.new_page()
+            context.problems.watch(page)
+            page.goto(site_url + path)
+            groups = page.evaluate(EVIDENCE_OF, 0)["groups"]
+            assert groups >= 1, f"/{path}: no guess box"
+            for n in range(groups):
+                evidence = page.evaluate(EVIDENCE_OF, n)["open"]
+                assert evidence and not any(evidence), f"/{path} #{n}: evidence open before a guess"
+                box = page.locator(".attn-guess:visible").nth(n)
+                box.scroll_into_view_if_needed()
+                if box.locator("input[type=number]").count():
+                    box.locator("input[type=number]").fill("1")
+                else:
+                    box.locator("input[type=radio]").first.check()
+                box.get_by_role("button", name="Check").click()
+                assert all(page.evaluate(EVIDENCE_OF, n)["open"]), f"/{path} #{n}: still closed"
+                result = box.locator(".attn-guess-result")
+                answer = box.get_attribute("data-answer")
+                assert result.is_visible() and f"measured: {answer}." in result.inner_text()
+                assert box.locator(".attn-guess-answer").get_attribute("open") is not None
+            if path == "naive/":
+                summary = json.loads((ROOT / "profiles/cpu/naive/summary.json").read_text())
+                assert answer == score_matrices(summary), (answer, summary["peak_memory_bytes"])
+            shot(page, f"guess-{path.strip('/')}-{width}")
+            page.close()
+        scripts = [e for e in context.problems.errors if e.startswith("page error")]
+        assert not scripts, "\n".join(scripts)
+    finally:
+        context.close()
+
+
+def test_skipping_a_guess_opens_the_evidence_too_and_without_javascript_a_click_does(
+    site_url, browser
+):
+    context = new_context(browser)
+    try:
+        page = context.new_page()
+        page.goto(site_url + "naive/")
+        page.locator(".attn-guess:visible").get_by_role("button", name="Skip, show me").click()
+        assert page.evaluate(EVIDENCE_OF, 0)["open"] == [True]
+    finally:
+        context.close()
+    bare = browser.new_context(viewport={"width": PHONE, "height": 900}, java_script_enabled=False)
+    try:
+        page = bare.new_page()
+        page.goto(site_url + "naive/")
+        assert page.locator(".attn-guess form:visible").count() == 0  # no form that cannot answer
+        evidence = page.locator("details.evidence")
+        assert evidence.get_attribute("open") is None
+        evidence.locator("summary").click()
+        assert evidence.get_attribute("open") is not None
+        page.locator(".attn-guess-answer:visible summary").first.click()
+        assert "score matrices" in page.locator(".attn-guess-answer:visible").first.inner_text()
+    finally:
+        bare.close()
 
 
 # --- readable -------------------------------------------------------------------------------------
@@ -387,6 +480,7 @@ def test_every_viewer_screenshot_is_a_picture_of_something(built_site):
 
 def test_hardware_tabs_switch(site_url, page):
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     tabs = page.locator(".tabbed-set").filter(has=page.locator("img[src*='timeline.svg']")).first
     tabs.scroll_into_view_if_needed()  # the pictures load lazily, when near the screen
     labels = tabs.locator(".tabbed-labels label")
@@ -423,6 +517,7 @@ def test_search_finds_memcpy(site_url, page):
 
 def test_clicking_a_timeline_zooms_it(site_url, page):
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     picture = page.locator("a.glightbox img[src*='timeline.svg']").first
     picture.scroll_into_view_if_needed()
     inline = picture.bounding_box()["width"]
@@ -444,6 +539,7 @@ def test_perfetto_button_hands_the_trace_to_perfetto(built_site, site_url, perfe
     page = context.new_page()
     context.problems.watch(page)
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     assert button.inner_text().strip() == "Open in Perfetto"
     href = button.get_attribute("href")  # still a plain link to the trace: downloads without JS
@@ -481,6 +577,7 @@ def test_perfetto_button_tells_an_offline_reader_within_five_seconds(site_url, c
     context.add_init_script(f"window.ATTN_PERFETTO_URL = {json.dumps(nowhere)};")
     page = context.new_page()
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     button.scroll_into_view_if_needed()
     button.click()
@@ -493,6 +590,7 @@ def test_perfetto_button_explains_a_blocked_popup(site_url, context):
     context.add_init_script("window.open = () => null;")  # what a pop-up blocker hands back
     page = context.new_page()
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     button.scroll_into_view_if_needed()
     button.click()
@@ -505,6 +603,7 @@ def test_perfetto_button_explains_a_blocked_popup(site_url, context):
 def test_perfetto_button_explains_a_page_opened_from_a_file(built_site, context):
     page = context.new_page()
     page.goto((built_site / "naive" / "index.html").as_uri())
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     status = page.locator(".attn-perfetto-status:visible").first
     status.wait_for()  # said up front, before any click

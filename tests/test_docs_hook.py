@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -204,11 +205,56 @@ def test_unavailable_variant_shows_its_reason(profiles):
         ("<!-- profile-env: cpu -->", r"sdpa\.md.*takes 0 argument"),
         ("<!-- profile-glances -->", r"sdpa\.md: unknown marker.*profile-glance"),
         ("<!-- profile-figure: roofline -->", r"sdpa\.md: unknown figure 'roofline'.*scaling"),
+        ("<!-- profile-guess: speed naive -->", r"sdpa\.md: unknown guess 'speed'.*top-ops"),
+        ("<!-- profile-guess: fewer-ops naive -->", r"sdpa\.md: the guess 'fewer-ops' names 2"),
+        ("<!-- profile-guess: top-ops sdpa_magic -->", r"sdpa\.md.*'sdpa_magic'"),
     ],
 )
 def test_a_marker_that_cannot_render_fails_the_build_naming_the_page(profiles, marker, says):
     with pytest.raises(PluginError, match=says):
         expand(f"text\n{marker}\n", "sdpa.md", profiles)
+
+
+def _guesses(out: str) -> dict[str, dict[str, str]]:
+    """Each tab's guess box: its data attributes and its measured answer, by tab title."""
+    tabs = re.split(r'^===!? "([^"]+)"\n', out, flags=re.M)[1:]
+    found = {}
+    for title, body in zip(tabs[::2], tabs[1::2], strict=True):
+        attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', body.split(">", 1)[0]))
+        attrs["measured"] = re.search(r"<summary>The measured answer</summary><p>(.*?)</p>", body)[
+            1
+        ]
+        found[title] = attrs
+    return found
+
+
+def test_a_guess_is_answered_from_each_sets_summaries(profiles):
+    # One score matrix of the fake shape: 1 x 2 x 64 x 64 elements; the peak is 3 MiB.
+    out = _guesses(expand("<!-- profile-guess: score-matrices naive -->", "naive.md", profiles))
+    assert out["CPU"]["answer"] == "96.0" and out["CPU"]["kind"] == "number"  # float32
+    assert out["NVIDIA H200"]["answer"] == "192.0"  # bfloat16: half the bytes a matrix
+    assert out["CPU"]["measured"].startswith("96.00 score matrices: a peak of 3.0 MiB")
+
+    out = _guesses(expand("<!-- profile-guess: runs-here sdpa_cudnn -->", "sdpa.md", profiles))
+    assert out["CPU"]["answer"] == "no" and out["NVIDIA H200"]["answer"] == "yes"
+    assert out["CPU"]["kind"] == "choice" and "no CPU kernel for float32" in out["CPU"]["measured"]
+
+    # Both must have run on a set for it to ask which runs fewer ops: the GPU set only.
+    out = _guesses(
+        expand("<!-- profile-guess: fewer-ops naive sdpa_cudnn -->", "sdpa.md", profiles)
+    )
+    assert list(out) == ["NVIDIA H200"] and out["NVIDIA H200"]["answer"] == "same"
+
+
+def test_a_guess_box_has_a_form_for_script_and_its_answer_closed_without(profiles):
+    out = expand("<!-- profile-guess: score-matrices naive -->", "naive.md", profiles)
+    assert out.count("<form hidden>") == 2  # guess.js shows the form; without it, no dead form
+    assert out.count('<details class="attn-guess-answer">') == 2  # closed: opened by a click
+    assert '<input type="radio" name="guess-cpu-runs-here-naive" value="yes" required>' in expand(
+        "<!-- profile-guess: runs-here naive -->", "naive.md", profiles
+    )
+    none = expand("<!-- profile-guess: top-ops naive -->", "naive.md", profiles.parent / "none")
+    assert "Not profiled yet" in none
 
 
 def test_known_variant_without_artifacts_gets_a_note_not_an_error(profiles):

@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
+from guesses import QUESTIONS, form
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
 from profile_sets import artifact_files, hardware_sets, read_json
@@ -598,6 +599,28 @@ def render_public(page: Page, folder: str) -> str:
     return "\n\n".join(text)
 
 
+def render_guess(page: Page, kind: str, *names: str) -> str:
+    """`<!-- profile-guess: KIND VARIANT... -->`: a question of docs/hooks/guesses.py the reader
+    answers on the page, per set, its answer read from the set's summaries; answering opens the
+    evidence below it (a `??? abstract evidence` block)."""
+    question = QUESTIONS.get(kind)
+    if question is None:
+        raise page.error(f"unknown guess {kind!r}; the guesses: {', '.join(QUESTIONS)}")
+    if len(names) != question.variants:
+        raise page.error(
+            f"the guess {kind!r} names {question.variants} variant(s), not {len(names)}"
+        )
+    page.variants(*names)
+
+    def body(hw: dict) -> str | None:
+        found = [hw["summaries"].get(n) for n in names]
+        answer = None if None in found else question.answer(found)
+        key = f"guess-{hw['slug']}-{kind}-{'-'.join(names)}"
+        return answer and form(question, list(names), answer, key)
+
+    return per_set(page, " and ".join(f"`{n}`" for n in names), body)
+
+
 RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more; its renderer)
     "profile": (1, render_variant),
     "profile-check": (1, render_check),
@@ -609,6 +632,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-figure": (1, render_figure),
     "profile-chapters": (0, render_chapters),
     "profile-public": (1, render_public),
+    "profile-guess": (None, render_guess),
 }
 
 
