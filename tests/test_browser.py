@@ -215,6 +215,11 @@ UNMARKED_LONG_CODE = """() => [...document.querySelectorAll("article table td co
 SIDEWAYS_TABLES = """() => [...document.querySelectorAll(".md-typeset__scrollwrap")]
   .filter((w) => w.offsetParent && w.scrollWidth > w.clientWidth + 1)
   .map((w) => w.textContent.trim().replace(/\\s+/g, " ").slice(0, 60))"""
+# Code blocks wider than their frame: what is past the edge (a comment, most often) goes unread.
+# (A notebook's outputs, tables drawn in characters, scroll instead.)
+WIDE_CODE = """() => [...document.querySelectorAll("article pre > code, article .jp-InputArea pre")]
+  .filter((c) => c.offsetParent && c.scrollWidth > c.clientWidth + 1)
+  .map((c) => `${c.scrollWidth} > ${c.clientWidth} px: ${c.textContent.trim().slice(0, 60)}`)"""
 # Trace-viewer screenshots (taken at device scale 2) shown at under half their pixels.
 SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
   .filter((i) => i.offsetParent && i.naturalWidth && 2 * i.clientWidth < i.naturalWidth)
@@ -255,6 +260,8 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
             if width == DESKTOP:
                 wrapped = page.evaluate(WRAPPED_CODE)
                 assert not wrapped, f"/{path}: table code broken across lines: {wrapped}"
+                wide = page.evaluate(WIDE_CODE)
+                assert not wide, f"/{path}: code wider than its block: {wide}"
             assert not page.evaluate(UNMARKED_LONG_CODE), f"/{path}: a long name cannot break"
             sideways = page.evaluate(SIDEWAYS_TABLES)
             assert not sideways, f"/{path} at {width} px: tables scroll sideways: {sideways}"
