@@ -220,6 +220,28 @@ SIDEWAYS_TABLES = """() => [...document.querySelectorAll(".md-typeset__scrollwra
 WIDE_CODE = """() => [...document.querySelectorAll("article pre > code, article .jp-InputArea pre")]
   .filter((c) => c.offsetParent && c.scrollWidth > c.clientWidth + 1)
   .map((c) => `${c.scrollWidth} > ${c.clientWidth} px: ${c.textContent.trim().slice(0, 60)}`)"""
+# The smallest text of each SVG figure as drawn: its font size (SVG units) times the picture's
+# width on the page over its viewBox's. Figures in tabs not shown are left out.
+SMALL_SVG_TEXT = """async () => {
+  const found = [];
+  for (const img of document.querySelectorAll("article img[src$='.svg']")) {
+    if (!img.offsetParent) continue;
+    const svg = new DOMParser().parseFromString(
+      await (await fetch(img.currentSrc || img.src)).text(), "image/svg+xml").documentElement;
+    const scale = img.getBoundingClientRect().width / Number(svg.getAttribute("viewBox").split(/[ ,]+/)[2]);
+    const sizes = [...svg.querySelectorAll("text, tspan")].filter((t) => t.textContent.trim())
+      .map((t) => /font-size:\\s*([\\d.]+)px/.exec(t.getAttribute("style") || ""))
+      .filter(Boolean).map((m) => parseFloat(m[1]) * scale);
+    if (sizes.length && Math.min(...sizes) < 11) {
+      found.push(`${img.getAttribute("src")}: ${Math.min(...sizes).toFixed(1)} px`);
+    }
+  }
+  return found;
+}"""
+# Small print (observed values, lessons, the machine a tab ran on) drawn under 11 px.
+SMALL_PRINT = """() => [...document.querySelectorAll("article small, article small *")]
+  .filter((e) => e.offsetParent && e.textContent.trim() && parseFloat(getComputedStyle(e).fontSize) < 11)
+  .map((e) => `${getComputedStyle(e).fontSize}: ${e.textContent.trim().slice(0, 40)}`)"""
 # Trace-viewer screenshots (taken at device scale 2) shown at under half their pixels.
 SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
   .filter((i) => i.offsetParent && i.naturalWidth && 2 * i.clientWidth < i.naturalWidth)
@@ -265,6 +287,10 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
             assert not page.evaluate(UNMARKED_LONG_CODE), f"/{path}: a long name cannot break"
             sideways = page.evaluate(SIDEWAYS_TABLES)
             assert not sideways, f"/{path} at {width} px: tables scroll sideways: {sideways}"
+            small = page.evaluate(SMALL_SVG_TEXT)
+            assert not small, f"/{path} at {width} px: figure text under 11 px: {small}"
+            small = page.evaluate(SMALL_PRINT)
+            assert not small, f"/{path} at {width} px: small print under 11 px: {small[:5]}"
             shrunk = page.evaluate(SHRUNK_SHOTS)
             assert not shrunk, f"/{path}: viewer screenshots under half size: {shrunk}"
             shot(page, f"{(path.strip('/') or 'index').replace('/', '-')}-{width}", full_page=True)

@@ -24,7 +24,7 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig
 from attn.profiling.environment import device_name, is_gpu
 from attn.profiling.flags import positive, variant_name
-from attn.profiling.plot import figure, save
+from attn.profiling.plot import figure, plain_log_ticks, save
 from attn.profiling.timing import time_interleaved
 
 BASELINE = specs.BENCHMARK_BASELINE
@@ -126,6 +126,7 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
             ax.plot(seqs, ms, marker="o", label=name, linewidth=width)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         dtype, head_dim, causal = key
         ax.set_title(f"{dtype}, head_dim {head_dim}, {'causal' if causal else 'full'}", fontsize=9)
         ax.set_xlabel("sequence length")
@@ -134,7 +135,7 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("ms per forward")
-    axes.flat[0].legend(fontsize=8, frameon=False)
+    axes.flat[0].legend(frameon=False)
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout()
     save(fig, path)

@@ -4,12 +4,14 @@ pt text shows at about 11 px there."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 WIDTH_IN = 7.2
 
@@ -28,3 +30,29 @@ def save(fig, path: Path, **savefig) -> None:
     unchanged in git, and free it."""
     fig.savefig(path, metadata={"Date": None} if Path(path).suffix == ".svg" else None, **savefig)
     plt.close(fig)
+
+
+def size_text(n: float) -> str:
+    """512, 1k, 32k: a sequence length as a tick label."""
+    return f"{n / 1024:g}k" if n >= 1024 else f"{n:g}"
+
+
+def number_text(y: float) -> str:
+    """0.05, 20, 1,000: a value as a tick label."""
+    return f"{y:,.0f}" if y >= 1000 else f"{y:g}"
+
+
+def plain_log_ticks(ax) -> None:
+    """Tick labels of a log-log panel (sequence lengths on x) as plain numbers in the text's size:
+    matplotlib's powers (2^9, 10^1) put their digits in superscripts drawn at 70% of it. Between
+    the decades of an axis that spans few of them, 2 and 5 are labelled too."""
+
+    def minor(y: float, _) -> str:
+        lo, hi = ax.get_ylim()
+        lead = round(y / 10 ** math.floor(math.log10(y)), 6)
+        return number_text(y) if hi / lo <= 100 and lead in (2, 5) else ""
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: size_text(x)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: number_text(y)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
