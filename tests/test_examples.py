@@ -157,6 +157,13 @@ def test_the_training_example_refuses_an_attention_without_a_backward_in_one_lin
     assert not (tmp_path / "runs").exists()  # nothing half-written
 
 
+def test_the_training_example_runs_bare_training_naive_as_its_help_says(tmp_path):
+    run = run_copied(tmp_path, "training_attention.py", ["attn/naive.py"], ["--help"])
+    assert run.returncode == 0 and "(default: naive)" in " ".join(run.stdout.split())
+    run = run_copied(tmp_path, "training_attention.py", ["attn/naive.py"], [*TINY, "--seq", "48"])
+    assert_recorded(run, tmp_path / "runs" / "train_naive")
+
+
 def test_a_bad_flag_is_named(tmp_path):
     run = run_copied(tmp_path, "naive_attention.py", ["attn/naive.py"], ["--seq", "0"])
     assert run.returncode == 2 and "--seq" in run.stderr and ">= 1" in run.stderr
