@@ -412,14 +412,6 @@ def test_artifacts_are_registered_as_site_files(profiles, tmp_path, monkeypatch)
     _write(public, PNG)
     uris = {f.src_uri for f in config.plugins.on_files(Files([]), config=config)}
     assert "profiles/public/someone/viewer.png" in uris
-    _write(profiles / layout.PUBLIC_DIR / "tracelens-mi300x-compiled-sdpa" / layout.VIEWER, PNG)
-    files = config.plugins.on_files(Files([]), config=config)
-    trace = files.get_file_from_path("profiles/public/tracelens-mi300x-compiled-sdpa/SOURCE.txt")
-    assert Path(trace.abs_src_path).parent.parts[-3:] == (
-        "fixtures",
-        "realtraces",
-        "tracelens-mi300x-compiled-sdpa",
-    )  # the trace as committed under tests/, published with its set's artifacts
     assert not any(u.endswith(".md") for u in uris)  # table.md is inlined, never a page
     svg = files.get_file_from_path("profiles/cpu/naive/timeline.svg")
     assert Path(svg.abs_src_path) == profiles / "cpu/naive/timeline.svg"
@@ -563,9 +555,8 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "https://github.com/AMD-AGI/TraceLens/blob/" in out
     assert "| `sdpa_flash` | nn.Module: BertSdpaSelfAttention | 4 | 1 kernel · 9.4" in out
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
-    here = "profiles/public/tracelens-h100-bert-small-sdpa-flash"  # the trace, published beside
-    assert f"[gaunernst_bert-small-uncased__1016001.json.gz]({here}/gaunernst_bert" in out
-    assert f"[LICENSE]({here}/LICENSE)" in out
+    raw = "https://github.com/AMD-AGI/TraceLens/raw/"  # the trace, downloaded from its source
+    assert re.search(rf"Download: \[gaunernst_bert-small-uncased__1016001\.json\.gz\]\({raw}", out)
     assert "{ loading=lazy data-focus=0." in out  # a phone scrolls to the kernel boxed in red
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:
         assert hook._code(claim.text) in out

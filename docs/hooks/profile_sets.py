@@ -21,8 +21,6 @@ from mkdocs.structure.files import File
 
 from attn.profiling import layout
 
-# The public traces themselves: test data in the checkout, published beside their artifacts.
-REALTRACES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "realtraces"
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 
 
@@ -179,28 +177,9 @@ def artifact_files(root: Path, config) -> list[File]:
         for name, entry in manifest["variants"].items():
             paths += [folder / name / f for f in entry.get("files", []) if f != layout.TABLE_MD]
         found += [p for p in paths if p.is_file()]
-    public = []
     for folder in sorted((Path(root) / layout.PUBLIC_DIR).glob("*/")):  # traces of others
         found += [folder / f for f in (layout.DIAGNOSIS, layout.VIEWER) if (folder / f).is_file()]
-        public += [(folder, p) for p in public_trace_files(folder.name)]
     return [
         File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
         for p in sorted(found)
-    ] + [
-        File.generated(
-            config,
-            "profiles/" + (folder / p.name).relative_to(root).as_posix(),
-            abs_src_path=str(p),
-        )
-        for folder, p in public
-    ]
-
-
-def public_trace_files(folder: str) -> list[Path]:
-    """A public trace as recorded, with its SOURCE.txt and LICENSE ([] when not in this checkout)."""
-    here = REALTRACES / folder
-    if not here.is_dir():
-        return []
-    return sorted(p for p in here.iterdir() if p.name.endswith((".json", ".json.gz"))) + [
-        here / f for f in ("SOURCE.txt", "LICENSE") if (here / f).is_file()
     ]

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from guesses import QUESTIONS, form
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
-from profile_sets import artifact_files, hardware_sets, public_trace_files, read_json
+from profile_sets import artifact_files, hardware_sets, read_json
 
 from attn import specs
 from attn.profiling import layout
@@ -589,9 +589,9 @@ def render_public(page: Page, folder: str) -> str:
             f"the diagnose track; selected and boxed in red: `{shot['select'][:80]}`. Python's "
             "stack frames are left out of the picture.</small>"
         )
-    if files := public_trace_files(folder):  # the trace itself, to open in Perfetto
-        links = [f"[{p.name}]({page.link(f'{here}/{p.name}')})" for p in files]
-        text.append("Download: " + " · ".join(links))
+    # The trace itself from its source, as recorded (not ours to scrub and republish).
+    raw = f"{src['repository']}/raw/{src['commit']}/{src['path']}"
+    text.append(f"Download: [{src['path'].rsplit('/', 1)[-1]}]({raw}) (from {repo}, as recorded)")
     text.append(
         "\n".join(
             f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {_code(c['text'])} "
