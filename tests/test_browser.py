@@ -242,6 +242,17 @@ SMALL_SVG_TEXT = """async () => {
 SMALL_PRINT = """() => [...document.querySelectorAll("article small, article small *")]
   .filter((e) => e.offsetParent && e.textContent.trim() && parseFloat(getComputedStyle(e).fontSize) < 11)
   .map((e) => `${getComputedStyle(e).fontSize}: ${e.textContent.trim().slice(0, 40)}`)"""
+# Trace-viewer screenshots whose details panel (the left 36% of the picture: the selected event's
+# title, times and args) is not in view, and pictures that scroll sideways with no note saying so.
+PANEL_OUT_OF_VIEW = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
+  .filter((i) => i.offsetParent).filter((i) => {
+    const frame = i.closest("p").getBoundingClientRect(), box = i.getBoundingClientRect();
+    return box.left < frame.left - 1 || box.left + 0.36 * box.width > frame.right + 1;
+  }).map((i) => i.getAttribute("src"))"""
+SCROLLS_UNSAID = """() => [...document.querySelectorAll('article p > a.glightbox > img[src*="profiles/"]')]
+  .map((i) => i.closest("p")).filter((p) => p.offsetParent && p.scrollWidth > p.clientWidth + 1)
+  .filter((p) => !(p.nextElementSibling && p.nextElementSibling.matches(".attn-scroll-note")))
+  .map((p) => p.querySelector("img").getAttribute("src"))"""
 # Trace-viewer screenshots (taken at device scale 2) shown at under half their pixels.
 SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
   .filter((i) => i.offsetParent && i.naturalWidth && 2 * i.clientWidth < i.naturalWidth)
@@ -291,6 +302,17 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
             assert not small, f"/{path} at {width} px: figure text under 11 px: {small}"
             small = page.evaluate(SMALL_PRINT)
             assert not small, f"/{path} at {width} px: small print under 11 px: {small[:5]}"
+            if width == PHONE:
+                page.evaluate(
+                    "document.querySelectorAll('img').forEach((i) => { i.loading = 'eager'; })"
+                )
+                page.wait_for_function("[...document.images].every((i) => i.complete)")
+                out_of_view = page.evaluate(PANEL_OUT_OF_VIEW)
+                assert not out_of_view, (
+                    f"/{path}: the viewer's details panel is off-screen: {out_of_view}"
+                )
+                unsaid = page.evaluate(SCROLLS_UNSAID)
+                assert not unsaid, f"/{path}: pictures scroll sideways and do not say so: {unsaid}"
             shrunk = page.evaluate(SHRUNK_SHOTS)
             assert not shrunk, f"/{path}: viewer screenshots under half size: {shrunk}"
             shot(page, f"{(path.strip('/') or 'index').replace('/', '-')}-{width}", full_page=True)

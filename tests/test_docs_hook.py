@@ -557,7 +557,7 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
     raw = "https://github.com/AMD-AGI/TraceLens/raw/"  # the trace, downloaded from its source
     assert re.search(rf"Download: \[gaunernst_bert-small-uncased__1016001\.json\.gz\]\({raw}", out)
-    assert "{ loading=lazy data-focus=0." in out  # a phone scrolls to the kernel boxed in red
+    assert "{ loading=lazy data-focus=0." in out  # a phone's note says if the box is off-screen
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:
         assert hook._code(claim.text) in out
     assert "✓ **holds:**" in out
