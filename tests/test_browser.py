@@ -221,10 +221,11 @@ WIDE_CODE = """() => [...document.querySelectorAll("article pre > code, article 
   .filter((c) => c.offsetParent && c.scrollWidth > c.clientWidth + 1)
   .map((c) => `${c.scrollWidth} > ${c.clientWidth} px: ${c.textContent.trim().slice(0, 60)}`)"""
 # The smallest text of each SVG figure as drawn: its font size (SVG units) times the picture's
-# width on the page over its viewBox's. Figures in tabs not shown are left out.
+# width on the page over its viewBox's (a notebook's inline timeline too). Figures in tabs not shown
+# are left out.
 SMALL_SVG_TEXT = """async () => {
   const found = [];
-  for (const img of document.querySelectorAll("article img[src$='.svg']")) {
+  for (const img of document.querySelectorAll("article img[src$='.svg'], article .jp-RenderedSVG img")) {
     if (!img.offsetParent) continue;
     const svg = new DOMParser().parseFromString(
       await (await fetch(img.currentSrc || img.src)).text(), "image/svg+xml").documentElement;
