@@ -267,11 +267,15 @@ SETTLED = "document.documentElement.hasAttribute('data-trace-viewer')"
 OPEN_EVIDENCE = "document.querySelectorAll('details.evidence').forEach((d) => { d.open = true; })"
 
 
+# Every closed block of a page (evidence, answers, a figure's table): the checks below look in them.
+OPEN_ALL = "document.querySelectorAll('article details').forEach((d) => { d.open = true; })"
+
+
 def open_settled(context, url: str):
     page = context.new_page()
     context.problems.watch(page)
     page.goto(url, wait_until="load")
-    page.evaluate(OPEN_EVIDENCE)
+    page.evaluate(OPEN_ALL)
     page.wait_for_load_state("networkidle")
     page.wait_for_function(SETTLED)
     return page
@@ -304,10 +308,6 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
             small = page.evaluate(SMALL_PRINT)
             assert not small, f"/{path} at {width} px: small print under 11 px: {small[:5]}"
             if width == PHONE:
-                page.evaluate(
-                    "document.querySelectorAll('img').forEach((i) => { i.loading = 'eager'; })"
-                )
-                page.wait_for_function("[...document.images].every((i) => i.complete)")
                 out_of_view = page.evaluate(PANEL_OUT_OF_VIEW)
                 assert not out_of_view, (
                     f"/{path}: the viewer's details panel is off-screen: {out_of_view}"
