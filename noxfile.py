@@ -45,11 +45,17 @@ def fetch_viewer(session: nox.Session) -> None:
     session.run("python", "-m", "attn.profiling.viewer", "fetch", success_codes=[0, 1])
 
 
+# Material's boxed notice about MkDocs 2.0 on every build: about its plans, not this site.
+QUIET_MKDOCS = {"NO_MKDOCS_2_WARNING": "1"}
+
+
 def build_site(session: nox.Session) -> None:
     if session.venv_backend == "none" and shutil.which("mkdocs") is None:
         session.warn("mkdocs is not installed here: profiles written, site not built")
         return
-    session.run("python", "-m", "mkdocs", "build", "--strict", "--site-dir", "site")
+    session.run(
+        "python", "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=QUIET_MKDOCS
+    )
 
 
 @nox.session
@@ -120,4 +126,4 @@ def docs(session: nox.Session) -> None:
 def serve(session: nox.Session) -> None:
     """Serve the site with live reload on http://127.0.0.1:8000."""
     install(session, "docs")
-    session.run("python", "-m", "mkdocs", "serve", *session.posargs)
+    session.run("python", "-m", "mkdocs", "serve", *session.posargs, env=QUIET_MKDOCS)

@@ -19,7 +19,7 @@ Then look. This script is the whole recipe, top to bottom:
 
 Run it::
 
-    python training_attention.py --impl naive          # on the GPU when torch sees one, else the CPU
+    python training_attention.py                       # --impl naive; on the GPU if torch sees one
     python training_attention.py --impl sdpa_flash --device cpu --seq 2048
 
 With ``--impl naive`` it writes ``runs/train_naive/trace.json.gz``, ``runs/train_naive/table.txt``
@@ -53,7 +53,12 @@ def positive(text: str) -> int:
 def parse_args() -> argparse.Namespace:
     gpu = torch.cuda.is_available()
     p = argparse.ArgumentParser(description="Profile a training step of attention.")
-    p.add_argument("--impl", choices=IMPLS, required=True, help="the attention to train through")
+    p.add_argument(
+        "--impl",
+        choices=IMPLS,
+        default="naive",
+        help="the attention to train through (default: naive)",
+    )
     p.add_argument("--device", default="cuda" if gpu else "cpu", choices=["cpu", "cuda"])
     # The article's shape on a GPU; a smaller batch on a CPU, where one step takes ~0.5 s.
     p.add_argument("--batch", type=positive, default=8 if gpu else 2)

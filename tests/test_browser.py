@@ -215,6 +215,45 @@ UNMARKED_LONG_CODE = """() => [...document.querySelectorAll("article table td co
 SIDEWAYS_TABLES = """() => [...document.querySelectorAll(".md-typeset__scrollwrap")]
   .filter((w) => w.offsetParent && w.scrollWidth > w.clientWidth + 1)
   .map((w) => w.textContent.trim().replace(/\\s+/g, " ").slice(0, 60))"""
+# Code blocks wider than their frame: what is past the edge (a comment, most often) goes unread.
+# (A notebook's outputs, tables drawn in characters, scroll instead.)
+WIDE_CODE = """() => [...document.querySelectorAll("article pre > code, article .jp-InputArea pre")]
+  .filter((c) => c.offsetParent && c.scrollWidth > c.clientWidth + 1)
+  .map((c) => `${c.scrollWidth} > ${c.clientWidth} px: ${c.textContent.trim().slice(0, 60)}`)"""
+# The smallest text of each SVG figure as drawn: its font size (SVG units) times the picture's
+# width on the page over its viewBox's (a notebook's inline timeline too). Figures in tabs not shown
+# are left out.
+SMALL_SVG_TEXT = """async () => {
+  const found = [];
+  for (const img of document.querySelectorAll("article img[src$='.svg'], article .jp-RenderedSVG img")) {
+    if (!img.offsetParent) continue;
+    const svg = new DOMParser().parseFromString(
+      await (await fetch(img.currentSrc || img.src)).text(), "image/svg+xml").documentElement;
+    const scale = img.getBoundingClientRect().width / Number(svg.getAttribute("viewBox").split(/[ ,]+/)[2]);
+    const sizes = [...svg.querySelectorAll("text, tspan")].filter((t) => t.textContent.trim())
+      .map((t) => /font-size:\\s*([\\d.]+)px/.exec(t.getAttribute("style") || ""))
+      .filter(Boolean).map((m) => parseFloat(m[1]) * scale);
+    if (sizes.length && Math.min(...sizes) < 11) {
+      found.push(`${img.getAttribute("src")}: ${Math.min(...sizes).toFixed(1)} px`);
+    }
+  }
+  return found;
+}"""
+# Small print (observed values, lessons, the machine a tab ran on) drawn under 11 px.
+SMALL_PRINT = """() => [...document.querySelectorAll("article small, article small *")]
+  .filter((e) => e.offsetParent && e.textContent.trim() && parseFloat(getComputedStyle(e).fontSize) < 11)
+  .map((e) => `${getComputedStyle(e).fontSize}: ${e.textContent.trim().slice(0, 40)}`)"""
+# Trace-viewer screenshots whose details panel (the left 36% of the picture: the selected event's
+# title, times and args) is not in view, and pictures that scroll sideways with no note saying so.
+PANEL_OUT_OF_VIEW = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
+  .filter((i) => i.offsetParent).filter((i) => {
+    const frame = i.closest("p").getBoundingClientRect(), box = i.getBoundingClientRect();
+    return box.left < frame.left - 1 || box.left + 0.36 * box.width > frame.right + 1;
+  }).map((i) => i.getAttribute("src"))"""
+SCROLLS_UNSAID = """() => [...document.querySelectorAll('article p > a.glightbox > img[src*="profiles/"]')]
+  .map((i) => i.closest("p")).filter((p) => p.offsetParent && p.scrollWidth > p.clientWidth + 1)
+  .filter((p) => !(p.nextElementSibling && p.nextElementSibling.matches(".attn-scroll-note")))
+  .map((p) => p.querySelector("img").getAttribute("src"))"""
 # Trace-viewer screenshots (taken at device scale 2) shown at under half their pixels.
 SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
   .filter((i) => i.offsetParent && i.naturalWidth && 2 * i.clientWidth < i.naturalWidth)
@@ -224,10 +263,19 @@ SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer
 SETTLED = "document.documentElement.hasAttribute('data-trace-viewer')"
 
 
+# The evidence under a guess box stays closed until the reader answers; the checks below look at it.
+OPEN_EVIDENCE = "document.querySelectorAll('details.evidence').forEach((d) => { d.open = true; })"
+
+
+# Every closed block of a page (evidence, answers, a figure's table): the checks below look in them.
+OPEN_ALL = "document.querySelectorAll('article details').forEach((d) => { d.open = true; })"
+
+
 def open_settled(context, url: str):
     page = context.new_page()
     context.problems.watch(page)
     page.goto(url, wait_until="load")
+    page.evaluate(OPEN_ALL)
     page.wait_for_load_state("networkidle")
     page.wait_for_function(SETTLED)
     return page
@@ -250,9 +298,22 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
             if width == DESKTOP:
                 wrapped = page.evaluate(WRAPPED_CODE)
                 assert not wrapped, f"/{path}: table code broken across lines: {wrapped}"
+                wide = page.evaluate(WIDE_CODE)
+                assert not wide, f"/{path}: code wider than its block: {wide}"
             assert not page.evaluate(UNMARKED_LONG_CODE), f"/{path}: a long name cannot break"
             sideways = page.evaluate(SIDEWAYS_TABLES)
             assert not sideways, f"/{path} at {width} px: tables scroll sideways: {sideways}"
+            small = page.evaluate(SMALL_SVG_TEXT)
+            assert not small, f"/{path} at {width} px: figure text under 11 px: {small}"
+            small = page.evaluate(SMALL_PRINT)
+            assert not small, f"/{path} at {width} px: small print under 11 px: {small[:5]}"
+            if width == PHONE:
+                out_of_view = page.evaluate(PANEL_OUT_OF_VIEW)
+                assert not out_of_view, (
+                    f"/{path}: the viewer's details panel is off-screen: {out_of_view}"
+                )
+                unsaid = page.evaluate(SCROLLS_UNSAID)
+                assert not unsaid, f"/{path}: pictures scroll sideways and do not say so: {unsaid}"
             shrunk = page.evaluate(SHRUNK_SHOTS)
             assert not shrunk, f"/{path}: viewer screenshots under half size: {shrunk}"
             shot(page, f"{(path.strip('/') or 'index').replace('/', '-')}-{width}", full_page=True)
@@ -261,6 +322,94 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
     finally:
         context.close()
     assert images > 0, "no page had an image"
+
+
+# --- guess first ----------------------------------------------------------------------------------
+
+GUESS_PAGES = [  # every chapter with a guess box
+    "reading-a-profile/", "naive/", "inplace/", "sdpa/", "custom-kernels/",
+    "compiled-and-flex/", "decoding/", "training/",
+]  # fmt: skip
+# Each question's group (its tab set) and the evidence blocks after it, up to the next question.
+EVIDENCE_OF = """(n) => {
+  const group = (el) => el.closest(".tabbed-set") || el;
+  const items = [...document.querySelectorAll(".attn-guess, details.evidence")];
+  const boxes = [...new Set(items.filter((i) => i.matches(".attn-guess")).map(group))];
+  const mine = boxes[n], next = boxes[n + 1];
+  const from = items.findIndex((i) => group(i) === mine);
+  const to = next ? items.findIndex((i) => group(i) === next) : items.length;
+  return { groups: boxes.length,
+           open: items.slice(from, to).filter((i) => i.matches("details")).map((d) => d.open) };
+}"""
+
+
+def score_matrices(summary: dict) -> str:
+    """The naive chapter's answer, worked out here from its summary.json as a reader would."""
+    s = summary["shape"]
+    one = {"float32": 4, "bfloat16": 2}[summary["dtype"]] * s["batch"] * s["heads"]
+    return f"{summary['peak_memory_bytes'] / (one * s['seq_q'] * s['seq_k']):.2f}"
+
+
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_answering_a_guess_opens_the_evidence_beside_the_measured_value(site_url, browser, width):
+    context = new_context(browser, width)
+    try:
+        for path in GUESS_PAGES:
+            page = context.new_page()
+            context.problems.watch(page)
+            page.goto(site_url + path)
+            groups = page.evaluate(EVIDENCE_OF, 0)["groups"]
+            assert groups >= 1, f"/{path}: no guess box"
+            for n in range(groups):
+                evidence = page.evaluate(EVIDENCE_OF, n)["open"]
+                assert evidence and not any(evidence), f"/{path} #{n}: evidence open before a guess"
+                box = page.locator(".attn-guess:visible").nth(n)
+                box.scroll_into_view_if_needed()
+                if box.locator("input[type=number]").count():
+                    box.locator("input[type=number]").fill("1")
+                else:
+                    box.locator("input[type=radio]").first.check()
+                box.get_by_role("button", name="Check").click()
+                assert all(page.evaluate(EVIDENCE_OF, n)["open"]), f"/{path} #{n}: still closed"
+                result = box.locator(".attn-guess-result")
+                answer = box.get_attribute("data-answer")
+                assert result.is_visible() and f"measured: {answer}." in result.inner_text()
+                assert box.locator(".attn-guess-answer").get_attribute("open") is not None
+            if path == "naive/":
+                summary = json.loads((ROOT / "profiles/cpu/naive/summary.json").read_text())
+                assert answer == score_matrices(summary), (answer, summary["peak_memory_bytes"])
+            shot(page, f"guess-{path.strip('/')}-{width}")
+            page.close()
+        scripts = [e for e in context.problems.errors if e.startswith("page error")]
+        assert not scripts, "\n".join(scripts)
+    finally:
+        context.close()
+
+
+def test_skipping_a_guess_opens_the_evidence_too_and_without_javascript_a_click_does(
+    site_url, browser
+):
+    context = new_context(browser)
+    try:
+        page = context.new_page()
+        page.goto(site_url + "naive/")
+        page.locator(".attn-guess:visible").get_by_role("button", name="Skip, show me").click()
+        assert page.evaluate(EVIDENCE_OF, 0)["open"] == [True]
+    finally:
+        context.close()
+    bare = browser.new_context(viewport={"width": PHONE, "height": 900}, java_script_enabled=False)
+    try:
+        page = bare.new_page()
+        page.goto(site_url + "naive/")
+        assert page.locator(".attn-guess form:visible").count() == 0  # no form that cannot answer
+        evidence = page.locator("details.evidence")
+        assert evidence.get_attribute("open") is None
+        evidence.locator("summary").click()
+        assert evidence.get_attribute("open") is not None
+        page.locator(".attn-guess-answer:visible summary").first.click()
+        assert "score matrices" in page.locator(".attn-guess-answer:visible").first.inner_text()
+    finally:
+        bare.close()
 
 
 # --- readable -------------------------------------------------------------------------------------
@@ -387,6 +536,7 @@ def test_every_viewer_screenshot_is_a_picture_of_something(built_site):
 
 def test_hardware_tabs_switch(site_url, page):
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     tabs = page.locator(".tabbed-set").filter(has=page.locator("img[src*='timeline.svg']")).first
     tabs.scroll_into_view_if_needed()  # the pictures load lazily, when near the screen
     labels = tabs.locator(".tabbed-labels label")
@@ -423,6 +573,7 @@ def test_search_finds_memcpy(site_url, page):
 
 def test_clicking_a_timeline_zooms_it(site_url, page):
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     picture = page.locator("a.glightbox img[src*='timeline.svg']").first
     picture.scroll_into_view_if_needed()
     inline = picture.bounding_box()["width"]
@@ -444,6 +595,7 @@ def test_perfetto_button_hands_the_trace_to_perfetto(built_site, site_url, perfe
     page = context.new_page()
     context.problems.watch(page)
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     assert button.inner_text().strip() == "Open in Perfetto"
     href = button.get_attribute("href")  # still a plain link to the trace: downloads without JS
@@ -481,6 +633,7 @@ def test_perfetto_button_tells_an_offline_reader_within_five_seconds(site_url, c
     context.add_init_script(f"window.ATTN_PERFETTO_URL = {json.dumps(nowhere)};")
     page = context.new_page()
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     button.scroll_into_view_if_needed()
     button.click()
@@ -493,6 +646,7 @@ def test_perfetto_button_explains_a_blocked_popup(site_url, context):
     context.add_init_script("window.open = () => null;")  # what a pop-up blocker hands back
     page = context.new_page()
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     button.scroll_into_view_if_needed()
     button.click()
@@ -505,6 +659,7 @@ def test_perfetto_button_explains_a_blocked_popup(site_url, context):
 def test_perfetto_button_explains_a_page_opened_from_a_file(built_site, context):
     page = context.new_page()
     page.goto((built_site / "naive" / "index.html").as_uri())
+    page.evaluate(OPEN_EVIDENCE)
     button = page.locator("[data-perfetto-trace]:visible").first
     status = page.locator(".attn-perfetto-status:visible").first
     status.wait_for()  # said up front, before any click

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,9 @@ def test_every_marker_names_a_known_variant_claim_or_figure():
                     f"{path.name}: {m[0]}: no such claim"
                 )
                 names = names[:1]
+            if kind == "profile-guess":  # KIND VARIANT..., a question of docs/hooks/guesses.py
+                assert names[0] in sys.modules["guesses"].QUESTIONS, f"{path.name}: {m[0]}"
+                names = names[1:]
             unknown = [n for n in names if n not in known]
             assert not unknown, f"{path.name}: {m[0]} names unknown variants {unknown}"
             used.update(names)
@@ -255,14 +259,20 @@ def test_guess_boxes_ask_and_do_not_answer():
     assert not problems, "\n".join(problems)
 
 
-def test_every_guess_is_followed_by_evidence_and_a_check_that_answers_it():
+def test_every_guess_is_asked_on_the_page_then_closed_evidence_and_a_check_answer_it():
     for path in DOCS:
         text = path.read_text(encoding="utf-8")
         for box in guess_boxes(text):
             rest = text[box.end() :]
-            evidence = re.search(r"^<!-- profile: (\w+) -->$", rest, re.M)
-            assert evidence, f"{path.name}: no evidence after the guess {box['title']!r}"
-            after = rest[evidence.end() :]
+            asked = re.match(r"\s*<!-- profile-guess: [\w-]+ [\w ]+-->\n", rest)
+            assert asked, f"{path.name}: no question to answer after {box['title']!r}"
+            rest = rest[asked.end() :]
+            # The evidence: a closed block (`??? ... evidence`) holding a variant's profile.
+            closed = re.search(r'^\?\?\? [\w ]*\bevidence "[^"]+"\n', rest, re.M)
+            assert closed, f"{path.name}: no closed evidence block after {box['title']!r}"
+            evidence = re.match(r"\n    <!-- profile: (\w+) -->$", rest[closed.end() :], re.M)
+            assert evidence, f"{path.name}: the evidence block does not start with a profile"
+            after = rest[closed.end() + evidence.end() :]
             check = re.search(r"^#+ Check your guess$", after, re.M)
             assert check, f"{path.name}: no 'Check your guess' after the evidence"
             name = evidence[1]

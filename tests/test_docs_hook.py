@@ -12,6 +12,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,11 +206,56 @@ def test_unavailable_variant_shows_its_reason(profiles):
         ("<!-- profile-env: cpu -->", r"sdpa\.md.*takes 0 argument"),
         ("<!-- profile-glances -->", r"sdpa\.md: unknown marker.*profile-glance"),
         ("<!-- profile-figure: roofline -->", r"sdpa\.md: unknown figure 'roofline'.*scaling"),
+        ("<!-- profile-guess: speed naive -->", r"sdpa\.md: unknown guess 'speed'.*top-ops"),
+        ("<!-- profile-guess: fewer-ops naive -->", r"sdpa\.md: the guess 'fewer-ops' names 2"),
+        ("<!-- profile-guess: top-ops sdpa_magic -->", r"sdpa\.md.*'sdpa_magic'"),
     ],
 )
 def test_a_marker_that_cannot_render_fails_the_build_naming_the_page(profiles, marker, says):
     with pytest.raises(PluginError, match=says):
         expand(f"text\n{marker}\n", "sdpa.md", profiles)
+
+
+def _guesses(out: str) -> dict[str, dict[str, str]]:
+    """Each tab's guess box: its data attributes and its measured answer, by tab title."""
+    tabs = re.split(r'^===!? "([^"]+)"\n', out, flags=re.M)[1:]
+    found = {}
+    for title, body in zip(tabs[::2], tabs[1::2], strict=True):
+        attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', body.split(">", 1)[0]))
+        attrs["measured"] = re.search(r"<summary>The measured answer</summary><p>(.*?)</p>", body)[
+            1
+        ]
+        found[title] = attrs
+    return found
+
+
+def test_a_guess_is_answered_from_each_sets_summaries(profiles):
+    # One score matrix of the fake shape: 1 x 2 x 64 x 64 elements; the peak is 3 MiB.
+    out = _guesses(expand("<!-- profile-guess: score-matrices naive -->", "naive.md", profiles))
+    assert out["CPU"]["answer"] == "96.0" and out["CPU"]["kind"] == "number"  # float32
+    assert out["NVIDIA H200"]["answer"] == "192.0"  # bfloat16: half the bytes a matrix
+    assert out["CPU"]["measured"].startswith("96.00 score matrices: a peak of 3.0 MiB")
+
+    out = _guesses(expand("<!-- profile-guess: runs-here sdpa_cudnn -->", "sdpa.md", profiles))
+    assert out["CPU"]["answer"] == "no" and out["NVIDIA H200"]["answer"] == "yes"
+    assert out["CPU"]["kind"] == "choice" and "no CPU kernel for float32" in out["CPU"]["measured"]
+
+    # Both must have run on a set for it to ask which runs fewer ops: the GPU set only.
+    out = _guesses(
+        expand("<!-- profile-guess: fewer-ops naive sdpa_cudnn -->", "sdpa.md", profiles)
+    )
+    assert list(out) == ["NVIDIA H200"] and out["NVIDIA H200"]["answer"] == "same"
+
+
+def test_a_guess_box_has_a_form_for_script_and_its_answer_closed_without(profiles):
+    out = expand("<!-- profile-guess: score-matrices naive -->", "naive.md", profiles)
+    assert out.count("<form hidden>") == 2  # guess.js shows the form; without it, no dead form
+    assert out.count('<details class="attn-guess-answer">') == 2  # closed: opened by a click
+    assert '<input type="radio" name="guess-cpu-runs-here-naive" value="yes" required>' in expand(
+        "<!-- profile-guess: runs-here naive -->", "naive.md", profiles
+    )
+    none = expand("<!-- profile-guess: top-ops naive -->", "naive.md", profiles.parent / "none")
+    assert "Not profiled yet" in none
 
 
 def test_known_variant_without_artifacts_gets_a_note_not_an_error(profiles):
@@ -604,7 +650,9 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "Attention takes 12% of the trace's device time" in out
     assert "- The trace itself: 1 complete event(s) overlap" in out
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
-    assert "{ loading=lazy data-focus=0." in out  # a phone scrolls to the kernel boxed in red
+    raw = "https://github.com/AMD-AGI/TraceLens/raw/"  # the trace, downloaded from its source
+    assert re.search(rf"Download: \[gaunernst_bert-small-uncased__1016001\.json\.gz\]\({raw}", out)
+    assert "{ loading=lazy data-focus=0." in out  # a phone's note says if the box is off-screen
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:
         assert hook.md.prose(claim.text) in out
     assert "✓ **holds:**" in out

@@ -8,12 +8,14 @@ package (the kernels are compiled from it), but never attn.profiling, matplotlib
 
 import ast
 import gzip
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -155,6 +157,59 @@ def test_the_training_example_refuses_an_attention_without_a_backward_in_one_lin
     last = run.stderr.strip().splitlines()[-1]
     assert "--impl flex cannot train here" in last and "inference only" in last
     assert not (tmp_path / "runs").exists()  # nothing half-written
+
+
+def test_the_training_example_runs_bare_training_naive_as_its_help_says(tmp_path):
+    run = run_copied(tmp_path, "training_attention.py", ["attn/naive.py"], ["--help"])
+    assert run.returncode == 0 and "(default: naive)" in " ".join(run.stdout.split())
+    run = run_copied(tmp_path, "training_attention.py", ["attn/naive.py"], [*TINY, "--seq", "48"])
+    assert_recorded(run, tmp_path / "runs" / "train_naive")
+
+
+def recipe_zips() -> dict[str, bytes]:
+    """Each example's zip as the site publishes it (docs/hooks/sources.py), by its name."""
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    import sources
+
+    return {
+        Path(uri).name: sources.recipe_zip(ROOT, files)
+        for uri, files in sources.recipe_zips(ROOT).items()
+    }
+
+
+def test_every_example_a_reader_can_copy_has_a_zip_of_the_copy_recipe():
+    zips = recipe_zips()
+    assert "custom_kernel_attention.zip" not in zips  # it needs the package: pip install .
+    for name, data in zips.items():
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+        script = name.replace(".zip", ".py")
+        assert names[0] == script and all(re.fullmatch(r"attn/\w+\.py", n) for n in names[1:])
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            assert z.read(script) == (ROOT / "examples" / script).read_bytes()
+            for module in names[1:]:
+                assert z.read(module) == (ROOT / module).read_bytes(), f"{name}: {module}"
+    assert zipfile.ZipFile(io.BytesIO(zips["naive_attention.zip"])).namelist() == [
+        "naive_attention.py",
+        "attn/naive.py",
+    ]
+
+
+# The compiled and Flex examples compile for a minute; their files run copied out above.
+@pytest.mark.parametrize(
+    "name",
+    ["naive_attention.zip", "inplace_attention.zip", "sdpa_attention.zip", "decode_attention.zip",
+     "training_attention.zip"],
+)  # fmt: skip
+def test_an_examples_zip_unzipped_runs_with_torch_alone(tmp_path, name):
+    zipfile.ZipFile(io.BytesIO(recipe_zips()[name])).extractall(tmp_path)
+    script = name.replace(".zip", ".py")
+    flags = ["--kv-heads", "1", "--cache-len", "48"] if "decode" in name else ["--seq", "48"]
+    flags += {"sdpa": ["--backend", "flash"], "deco": ["--gqa", "repeat"]}.get(name[:4], [])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd = [sys.executable, "-c", BOOTSTRAP, str(tmp_path), "alone", script, *TINY, *flags]
+    run = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    written = {"deco": "decode_repeat_kv", "sdpa": "sdpa_flash", "trai": "train_naive"}
+    assert_recorded(run, tmp_path / "runs" / written.get(name[:4], name.split("_")[0]))
 
 
 def test_a_bad_flag_is_named(tmp_path):

@@ -258,7 +258,8 @@ def commands_with_output(page: Path):
     for b, nxt in zip(found, found[1:], strict=False):
         if b.lang != "shell" or nxt.lang != "text" or not nxt.title.startswith("Output"):
             continue
-        copy = [m["target"] for m in LINK.finditer(b.before)] if "copy" in b.before else []
+        links = [m["target"] for m in LINK.finditer(b.before)] if "copy" in b.before else []
+        copy = [t for t in links if not t.endswith(".zip")]  # the same files, zipped
         (command,) = [line for line in b.body.splitlines() if line and not line.startswith("#")]
         yield copy, command, [line for line in nxt.body.splitlines() if line.strip()]
 

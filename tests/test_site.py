@@ -139,6 +139,19 @@ def test_the_files_a_chapter_tells_readers_to_copy_are_published_whole(built_sit
         assert published.read_bytes() == (ROOT / name).read_bytes(), f"{name} is not the repo's"
 
 
+def test_each_chapter_links_a_zip_of_its_example_the_way_the_readme_copies_it(built_site):
+    zips = sorted(built_site.glob("examples/*.zip"))
+    assert len(zips) >= 7, zips  # every example but the custom kernels' (it needs the package)
+    for z in zips:
+        names = zipfile.ZipFile(z).namelist()
+        assert names[0] == z.stem + ".py" and all(n.startswith("attn/") for n in names[1:]), names
+    linked = {
+        m for page in built_site.glob("*/index.html")
+        for m in re.findall(r'href="\.\./examples/(\w+\.zip)"', page.read_text(encoding="utf-8"))
+    }  # fmt: skip
+    assert linked == {z.name for z in zips}
+
+
 def test_the_site_publishes_the_package_as_a_wheel_the_notebook_installs(built_site):
     """A reader without a checkout gets attn from the site: the notebook links the wheel, and the
     wheel holds the package, its kernel sources and the viewer's page."""

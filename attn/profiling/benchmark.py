@@ -29,7 +29,7 @@ from attn.profiling.environment import device_name, hardware_slug, is_gpu
 from attn.profiling.flags import ProfilingError, positive, seconds, variant_name, wide_console
 from attn.profiling.timing import measure, time_interleaved
 from attn.traces.intervals import ratio
-from attn.traces.plot import figure, save
+from attn.traces.plot import figure, plain_log_ticks, save
 
 BASELINE = specs.BENCHMARK_BASELINE
 GRID = {  # per device: what the benchmark times by default
@@ -158,6 +158,7 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
             ax.plot(seqs, ms, marker="o", label=name, linewidth=width)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         dtype, head_dim, causal = key
         ax.set_title(f"{dtype}, head_dim {head_dim}, {'causal' if causal else 'full'}", fontsize=9)
         ax.set_xlabel("sequence length")
@@ -166,7 +167,7 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("ms per forward")
-    axes.flat[0].legend(fontsize=8, frameon=False)
+    axes.flat[0].legend(frameon=False)
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout()
     save(fig, path)

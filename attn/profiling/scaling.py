@@ -19,7 +19,7 @@ from attn.profiling.environment import device_name
 from attn.profiling.flags import positive, wide_console
 from attn.profiling.memory import peak_forward_memory
 from attn.profiling.timing import time_interleaved
-from attn.traces.plot import figure, save
+from attn.traces.plot import figure, plain_log_ticks, save
 
 SEQS = {"cpu": (256, 512, 1024, 2048), "cuda": (512, 1024, 2048, 4096, 8192, 16384)}
 
@@ -72,10 +72,11 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
     for ax, ylabel in ((ax_t, "ms per forward"), (ax_m, "peak MiB allocated by a forward")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
     ax_m.set_xlabel("sequence length")
-    ax_t.legend(fontsize=8, frameon=False, ncol=2)
+    ax_t.legend(frameon=False, ncol=2)
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout()
     save(fig, path)

@@ -25,7 +25,7 @@ from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
 from attn.profiling.flags import positive, wide_console
 from attn.profiling.memory import peak_memory
-from attn.traces.plot import figure, save
+from attn.traces.plot import figure, plain_log_ticks, save
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.variant import Variant
 
@@ -127,10 +127,11 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
         )  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        plain_log_ticks(ax)
         ax.set_ylabel(label)
         ax.grid(True, which="both", linewidth=0.3, alpha=0.5)
     axes[-1].set_xlabel("sequence length")
-    axes[0].legend(fontsize=8, frameon=False, ncol=2)
+    axes[0].legend(frameon=False, ncol=2)
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout()
     save(fig, path)

@@ -226,7 +226,7 @@ def draw_timeline(
         ax.axvspan(x, x + GAP_DRAWN * axis.span, color="#eeeeee", zorder=0)
         ax.text(
             x + GAP_DRAWN * axis.span / 2, len(rows) + 0.05, f"+{end - start:,.0f} µs idle",
-            ha="center", va="bottom", fontsize=FONT_PT - 1, color="#555555",
+            ha="center", va="bottom", fontsize=FONT_PT, color="#555555",
         )  # fmt: skip
 
     n_cpu = sum(1 for _, evts in rows if evts[0].cat not in DEVICE_CATEGORIES)

@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import NamedTuple
 
+from guesses import QUESTIONS, form
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
 from profile_sets import BrokenSet, artifact_files, hardware_sets, read_json
@@ -568,12 +569,15 @@ def render_figure(page: Page, name: str) -> str:
             f"<small>{environment_line(hw)}</small>",
             f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
         ]
-        if name in TABLES:
+        if name in TABLES:  # closed: long on a phone (the benchmark's, 5 screens), the figure first
             path = hw["folder"] / f"{name}.json"
             try:  # every value shows as text; one of the wrong type names the file
-                text.append(TABLES[name](read_json(path, list)))
+                table = TABLES[name](read_json(path, list))
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 raise BrokenSet(f"profiles hook: {path}: a row the page cannot show ({e!r})") from e
+            text.append(
+                f'??? abstract "The {name} in numbers"\n\n' + textwrap.indent(table, "    ")
+            )
         return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
 
     return per_set(page, f"the {name} figure", body)
@@ -817,6 +821,9 @@ def _public_markdown(page: Page, folder: str, data: dict) -> str:
             f"and boxed in red: {md.code(shot['select'][:80])}. Python's stack frames are left out "
             "of the picture.</small>"
         )
+    # The trace itself from its source, as recorded (not ours to scrub and republish).
+    raw = f"{src['repository']}/raw/{src['commit']}/{src['path']}"
+    text.append(f"Download: [{src['path'].rsplit('/', 1)[-1]}]({raw}) (from {repo}, as recorded)")
     text.append(
         "\n".join(
             f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {md.prose(c['text'])} "
@@ -825,6 +832,28 @@ def _public_markdown(page: Page, folder: str, data: dict) -> str:
         )
     )
     return "\n\n".join(text)
+
+
+def render_guess(page: Page, kind: str, *names: str) -> str:
+    """`<!-- profile-guess: KIND VARIANT... -->`: a question of docs/hooks/guesses.py the reader
+    answers on the page, per set, its answer read from the set's summaries; answering opens the
+    evidence below it (a `??? abstract evidence` block)."""
+    question = QUESTIONS.get(kind)
+    if question is None:
+        raise page.error(f"unknown guess {kind!r}; the guesses: {', '.join(QUESTIONS)}")
+    if len(names) != question.variants:
+        raise page.error(
+            f"the guess {kind!r} names {question.variants} variant(s), not {len(names)}"
+        )
+    page.variants(*names)
+
+    def body(hw: dict) -> str | None:
+        found = [hw["summaries"].get(n) for n in names]
+        answer = None if None in found else question.answer(found)
+        key = f"guess-{hw['slug']}-{kind}-{'-'.join(names)}"
+        return answer and form(question, list(names), answer, key)
+
+    return per_set(page, " and ".join(f"`{n}`" for n in names), body)
 
 
 RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more; its renderer)
@@ -839,6 +868,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-figure": (1, render_figure),
     "profile-chapters": (0, render_chapters),
     "profile-public": (1, render_public),
+    "profile-guess": (None, render_guess),
 }
 
 

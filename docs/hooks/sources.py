@@ -1,5 +1,5 @@
-"""MkDocs hook: publish the source files the chapters excerpt or tell readers to copy, whole, and
-the package itself as a wheel.
+"""MkDocs hook: publish the source files the chapters excerpt or tell readers to copy, whole, each
+example as a zip laid out as the README's copy recipe, and the package itself as a wheel.
 
 A chapter shows an excerpt of, say, examples/naive_attention.py and links to the whole file. Each
 spec in attn/specs.py names its example script and the files its chapter excerpts; this hook puts
@@ -10,11 +10,15 @@ that no spec names, since MkDocs finds no such file.
 
 from __future__ import annotations
 
+import ast
+import io
 import logging
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -29,11 +33,66 @@ def source_paths() -> list[str]:
     return list(dict.fromkeys(p for s in specs.SPECS for p in (s.example[0], *s.sources)))
 
 
+def _imports(root: Path, path: str) -> list[str]:
+    """The attn/ modules a file imports at its top, and theirs in turn."""
+    found, todo = [], [path]
+    while todo:
+        for node in ast.parse((root / todo.pop()).read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attn."):
+                name = node.module.replace(".", "/") + ".py"
+                if name not in found:
+                    found.append(name)
+                    todo.append(name)
+    return found
+
+
+def recipe(root: Path, script: str) -> list[str] | None:
+    """What a reader copies to run an example without a checkout (the README's recipe): the script,
+    the attn/ modules it imports and those its flags choose (its specs' sources directly under
+    attn/), with theirs. A module built on our kernels needs the package: left out, and None when
+    the script itself needs it."""
+    chosen = [
+        f
+        for s in specs.SPECS
+        if s.example[0] == script
+        for f in s.sources
+        if re.fullmatch(r"attn/\w+\.py", f)
+    ]
+    needs = lambda f: "attn/custom_ops.py" in [f, *_imports(root, f)]  # noqa: E731
+    mine = _imports(root, script)
+    if any(needs(f) for f in mine):
+        return None
+    files = [*mine, *(f for m in chosen if not needs(m) for f in [m, *_imports(root, m)])]
+    return [script, *dict.fromkeys(files)]
+
+
+def recipe_zip(root: Path, files: list[str]) -> bytes:
+    """The files in a zip, the script at its top and the modules under attn/, dated 1980 so that
+    the same files make the same bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in files:
+            name = f if f.startswith("attn/") else Path(f).name
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            z.writestr(info, (root / f).read_bytes(), zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+def recipe_zips(root: Path) -> dict[str, list[str]]:
+    """examples/<script>.zip -> its files, for every example a reader can copy out."""
+    scripts = dict.fromkeys(s.example[0] for s in specs.SPECS)
+    found = {s: recipe(root, s) for s in scripts}
+    return {s.removesuffix(".py") + ".zip": files for s, files in found.items() if files}
+
+
 def on_files(files, config):
     root = Path(config.config_file_path).resolve().parent
     for uri in source_paths():
         if files.get_file_from_path(uri) is None:
             files.append(File.generated(config, uri, abs_src_path=str(root / uri)))
+    for uri, parts in recipe_zips(root).items():
+        files.append(File.generated(config, uri, content=recipe_zip(root, parts)))
     return files
 
 

@@ -3,7 +3,7 @@
 //   for the screen as one card per row, each value beside its name;
 // - a long generated name in a table (an Inductor kernel, a templated CUDA kernel) may break after
 //   its underscores, colons and commas instead of widening the table;
-// - a trace-viewer picture wider than the screen scrolls to the event it marks.
+// - a picture wider than the screen says that it scrolls.
 document$.subscribe(function () {
   document.querySelectorAll(".md-typeset table:not([class])").forEach(function (table) {
     var names = Array.from(table.querySelectorAll("thead th")).map(function (th) {
@@ -29,12 +29,28 @@ document$.subscribe(function () {
     var wide = frame.clientWidth ? frame.scrollWidth > frame.clientWidth + 1 : names.length >= 4;
     if (wide) table.setAttribute("data-cards", "");
   });
-  document.querySelectorAll(".md-typeset img[data-focus]").forEach(function (img) {
+  // A picture wider than the screen scrolls sideways, and says so under it. A trace-viewer
+  // screenshot stays at its left edge, where the details panel names and times the selected event
+  // (scrolled to the event, the panel was off-screen); the note says the event is further right.
+  var pictures = document.querySelectorAll('.md-typeset p > a.glightbox > img[src*="profiles/"]');
+  var note = function (img) {
     var frame = img.closest("p");
-    var center = function () {
-      var at = parseFloat(img.getAttribute("data-focus")) * img.clientWidth;
-      frame.scrollLeft = Math.max(0, at - frame.clientWidth / 2);
-    };
-    if (img.complete) center(); else img.addEventListener("load", center);
+    var old = frame.nextElementSibling;
+    if (old && old.classList.contains("attn-scroll-note")) old.remove();
+    if (!frame.clientWidth || frame.scrollWidth <= frame.clientWidth + 1) return;
+    var focus = parseFloat(img.getAttribute("data-focus"));
+    var text = document.createElement("p");
+    text.className = "attn-scroll-note";
+    text.textContent = focus * img.clientWidth > frame.clientWidth
+      ? "Wider than the screen: the panel shows the selected event; swipe sideways to see it boxed in red."
+      : "Wider than the screen: swipe sideways for the rest of the picture.";
+    frame.after(text);
+  };
+  var noteAll = function () { pictures.forEach(note); };
+  pictures.forEach(function (img) { img.addEventListener("load", function () { note(img); }); });
+  // A picture in closed evidence or a tab not shown has no width yet: measured once shown.
+  document.querySelectorAll(".md-typeset details, .tabbed-set > input").forEach(function (el) {
+    el.addEventListener(el.tagName === "DETAILS" ? "toggle" : "change", noteAll);
   });
+  noteAll();
 });

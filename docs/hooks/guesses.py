@@ -1,0 +1,220 @@
+"""The questions of the guess-first boxes, and their answers read from a set's summaries.
+
+A question asks for a count the trace fixes (operators, score matrices held, bytes, whether a
+variant runs at all), never a time: counts do not move with the machine's load. Each kind knows how
+to phrase itself for its variants, how to read the measured answer from their summary.json, and
+what a guess below or above it means. Reads artifacts only; no torch.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import NamedTuple
+
+MIB = 1 << 20
+ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
+
+
+class Answer(NamedTuple):
+    """What a set measured: the value a guess is compared with, and how the page says it."""
+
+    value: float | str  # a number, or the right choice
+    text: str  # the measured answer in words (HTML-safe: names come from specs, numbers from JSON)
+
+
+class Question(NamedTuple):
+    """A kind of question: how many variants it names, its wording, its answer, what a miss means."""
+
+    variants: int
+    ask: str  # formatted with a, b: the variants' names
+    choices: tuple[str, ...]  # empty: a number; else the choices ("{a}", "{b}" are the variants)
+    tolerance: float  # a number within this share of the answer counts as right
+    under: str  # a guess below the answer (a choice: a wrong one) means this
+    over: str
+    answer: Callable[[list[dict]], Answer | None]  # from the summaries; None: they cannot say
+
+
+def _score_matrix_bytes(s: dict) -> int | None:
+    shape, size = s.get("shape") or {}, ITEMSIZE.get(s.get("dtype"))
+    dims = [shape.get(k) for k in ("batch", "heads", "seq_q", "seq_k")]
+    if size is None or not all(isinstance(d, int) and d > 0 for d in dims):
+        return None
+    return size * dims[0] * dims[1] * dims[2] * dims[3]
+
+
+def _ran(summaries: list[dict]) -> bool:
+    return all(s and s.get("available") for s in summaries)
+
+
+def _score_matrices(summaries: list[dict]) -> Answer | None:
+    s = summaries[0]
+    one, peak = _score_matrix_bytes(s), s.get("peak_memory_bytes") if _ran(summaries) else None
+    if not one or not peak:
+        return None
+    n = peak / one
+    return Answer(
+        round(n, 2),
+        f"{n:.2f} score matrices: a peak of {peak / MIB:.1f} MiB, one is {one / MIB:g} MiB",
+    )
+
+
+def _top_ops(summaries: list[dict]) -> Answer | None:
+    ops = summaries[0].get("ops") if _ran(summaries) else None
+    if ops is None:
+        return None
+    names = ", ".join(f"<code>{html.escape(op)}</code>" for op in ops)
+    return Answer(len(ops), f"{len(ops)} operator{'s' * (len(ops) != 1)}: {names}")
+
+
+def _aten_ops(summaries: list[dict]) -> Answer | None:
+    n = summaries[0].get("ops_per_forward") if _ran(summaries) else None
+    return None if n is None else Answer(n, f"{n:g} ATen ops per forward, at every level")
+
+
+def _bytes(key: str, what: str):
+    def read(summaries: list[dict]) -> Answer | None:
+        s = summaries[0] if _ran(summaries) else {}
+        n = (s.get("backward") or {}).get(key) if key != "peak_memory_bytes" else s.get(key)
+        if not n:
+            return None
+        return Answer(round(n / MIB, 1), f"{n / MIB:.1f} MiB {what}")
+
+    return read
+
+
+def _runs_here(summaries: list[dict]) -> Answer | None:
+    s = summaries[0]
+    if s.get("available"):
+        return Answer("yes", "yes: it ran on this set")
+    reason = (s.get("reason") or "no reason was recorded").strip().rstrip(".")
+    return Answer("no", f"no: {html.escape(reason)}")
+
+
+def _fewer_ops(summaries: list[dict]) -> Answer | None:
+    if not _ran(summaries) or any(s.get("ops_per_forward") is None for s in summaries):
+        return None
+    (a, na), (b, nb) = ((s["variant"], s["ops_per_forward"]) for s in summaries)
+    if na == nb:
+        return Answer("same", f"the same: {na:g} ATen ops each")
+    counts = f"<code>{a}</code> {na:g}, <code>{b}</code> {nb:g} ATen ops per forward"
+    return Answer(a if na < nb else b, f"<code>{a if na < nb else b}</code>: {counts}")
+
+
+HELD_LESS = (
+    "it holds less than you counted: something you expected to be stored is a view, is computed "
+    "a tile at a time, or was fused away"
+)
+HELD_MORE = (
+    "it holds more than you counted: look in the evidence for a copy or a buffer the code does "
+    "not spell out"
+)
+QUESTIONS = {
+    "score-matrices": Question(
+        1,
+        "At its peak, how many <code>[seq_q, seq_k]</code> score matrices does one forward of "
+        "<code>{a}</code> hold in memory (the peak ÷ one score matrix)?",
+        (),
+        0.15,
+        HELD_MORE,
+        HELD_LESS,
+        _score_matrices,
+    ),
+    "top-ops": Question(
+        1,
+        "How many operators does one <code>attn_fwd</code> of <code>{a}</code> call directly "
+        "(the ops one level under the label)?",
+        (),
+        0,
+        "more ran than you counted: a step you read as one call is two, or a view counts too",
+        "fewer ran than you counted: several steps of the code are one op",
+        _top_ops,
+    ),
+    "aten-ops": Question(
+        1,
+        "How many ATen ops does one forward of <code>{a}</code> run, counting the ops that ops "
+        "call?",
+        (),
+        0.1,
+        "more ran than you counted: ops call ops (dispatch, views, copies); the evidence's table "
+        "lists them",
+        "fewer ran than you counted: the work happens inside ops the profiler does not see as ATen",
+        _aten_ops,
+    ),
+    "peak-mib": Question(
+        1,
+        "How many MiB does one forward of <code>{a}</code> hold at its peak?",
+        (),
+        0.15,
+        HELD_MORE,
+        HELD_LESS,
+        _bytes("peak_memory_bytes", "at the peak"),
+    ),
+    "saved-mib": Question(
+        1,
+        "How many MiB does autograd save from the forward of <code>{a}</code> for its backward?",
+        (),
+        0.15,
+        "it keeps more than you counted: look in the evidence for what the backward needs besides "
+        "q, k and v",
+        "it keeps less than you counted: something you expected to be saved is recomputed",
+        _bytes("saved_for_backward_bytes", "saved for the backward"),
+    ),
+    "runs-here": Question(
+        1,
+        "Does <code>{a}</code> run on this set's hardware?",
+        ("yes", "no"),
+        0,
+        "not what ran: the evidence says why",
+        "not what ran: the evidence says why",
+        _runs_here,
+    ),
+    "fewer-ops": Question(
+        2,
+        "Which runs fewer ATen ops per forward: <code>{a}</code> or <code>{b}</code>?",
+        ("{a}", "{b}", "same"),
+        0,
+        "not what the trace counts: the evidence's tables list every op each one ran",
+        "not what the trace counts: the evidence's tables list every op each one ran",
+        _fewer_ops,
+    ),
+}
+
+
+RIGHT = "right: the trace agrees with your reading of the code"
+
+
+def form(question: Question, names: list[str], answer: Answer, key: str) -> str:
+    """The question, a form to answer it (shown by guess.js; without JavaScript the reader opens
+    the answer and the evidence by hand) and the measured answer, closed, as one HTML block."""
+    a, b = (*names, "")[:2]
+    ask = question.ask.format(a=a, b=b)
+    if question.choices:
+        choices = [c.format(a=a, b=b) for c in question.choices]
+        field = " ".join(
+            f'<label><input type="radio" name="{key}" value="{c}" required> '
+            f"{f'<code>{c}</code>' if c in names else c}</label>"
+            for c in choices
+        )
+    else:
+        field = (
+            '<label>Your guess <input type="number" step="any" min="0" inputmode="decimal" '
+            "required></label>"
+        )
+    attrs = {
+        "data-kind": "choice" if question.choices else "number",
+        "data-answer": answer.value,
+        "data-tolerance": question.tolerance,
+        "data-right": RIGHT,
+        "data-under": question.under,
+        "data-over": question.over,
+    }
+    data = " ".join(f'{k}="{html.escape(str(v))}"' for k, v in attrs.items())
+    return (
+        f'<div class="attn-guess" {data}>\n<p>{ask}</p>\n<form hidden>{field} '
+        '<button type="submit" class="md-button md-button--primary">Check</button> '
+        '<button type="button" class="md-button" data-skip>Skip, show me</button></form>\n'
+        '<p class="attn-guess-result" role="status" hidden></p>\n'
+        '<details class="attn-guess-answer"><summary>The measured answer</summary>'
+        f"<p>{answer.text}</p></details>\n</div>"
+    )
