@@ -18,7 +18,7 @@ from attn.profiling import run as run_module
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import hardware_slug
 from attn.profiling.run import ProfilingError, finish_set, profile_variant
-from attn.traces import analyze as analyze_module
+from attn.traces import timeline
 from attn.traces.scrub import scrub_trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -150,7 +150,7 @@ def test_failure_leaves_previous_artifacts_intact(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(analyze_module, "draw_timeline", broken)
+    monkeypatch.setattr(timeline, "draw_timeline", broken)
     with pytest.raises(ProfilingError, match="inplace.*disk full"):
         profile_variant(attn.get_variant("inplace"), TINY, tmp_path)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

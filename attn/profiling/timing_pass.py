@@ -66,7 +66,8 @@ def _step(variant, q, k, v, is_causal: bool) -> None:
 
 
 def score_clone(config: ProfileConfig) -> tuple[Callable[[], object], int]:
-    """The copy naive's masked_fill makes: a clone of one [batch, heads, seq_q, seq_k] score matrix."""
+    """The copy the reference variant's out-of-place masked_fill makes: a clone of one
+    [batch, heads, seq_q, seq_k] score matrix."""
     shape = (config.batch, config.heads, config.seq_q, config.seq_k)
     scores = torch.zeros(shape, device=config.device, dtype=config.torch_dtype)
     return scores.clone, scores.nbytes
@@ -92,7 +93,7 @@ def run(base: ProfileConfig, names: list[str], budget_s: float, say: Callable[[s
     for config, group in found.items():
         say(f"timing {len(group)} variant(s) at {config.shape()}: {', '.join(group)}")
         calls = calls_for(config, group)
-        if "naive" in group:  # in the same rounds as the forwards it belongs to
+        if specs.REFERENCE in group:  # in the same rounds as the forwards it belongs to
             calls[SCORE_CLONE], nbytes = score_clone(config)
         timed = measure(calls, budget_s=budget_s / len(found), progress=every(20.0, say))
         if SCORE_CLONE in timed:
