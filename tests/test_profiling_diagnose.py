@@ -787,17 +787,44 @@ def test_tiny_ops_in_one_range_before_the_attention_are_read_in_one_pass():
     assert kinds(result) == {"eager_attention": 1, "repeat_kv": 1}
 
 
-def test_ops_each_on_its_own_thread_are_grouped_in_one_pass():
-    """Ten thousand threads: each thread's ops were found by a scan of every op."""
-    threads = 10_000
+def ops_on_their_own_threads(threads: int) -> dict:
+    """An eager attention on each of `threads` threads, and as many threads with one op."""
     events = [
         _op(name, 10 * t + j, tid=t, dur=0.5)
         for t in range(threads)
         for j, name in enumerate(("aten::mm", "aten::softmax", "aten::mm"))
     ]
     events += [_op("aten::add", 5, tid=threads + t) for t in range(threads)]
-    result = diagnose_trace(Trace({"traceEvents": events}))
-    assert [(r["implementation"], r["calls"]) for r in result["attention"]] == [("eager", threads)]
+    return {"traceEvents": events}
+
+
+def test_ops_each_on_its_own_thread_are_grouped_in_one_pass():
+    """Ten thousand threads: each thread's ops were found by a scan of every op."""
+    result = diagnose_trace(Trace(ops_on_their_own_threads(10_000)))
+    assert [(r["implementation"], r["calls"]) for r in result["attention"]] == [("eager", 10_000)]
+
+
+def lines_run(trace: Trace) -> int:
+    """Lines of attn/ that diagnose runs on a trace: its work, counted, not timed."""
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if "/attn/" in frame.f_code.co_filename else None)
+    try:
+        diagnose_trace(trace)
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_twice_the_threads_is_twice_the_work():
+    """Linear in the threads: on 564811e, 1,000 threads ran 3.7 times the lines of 500."""
+    small, large = (lines_run(Trace(ops_on_their_own_threads(n))) for n in (500, 1000))
+    assert large < 2.5 * small
 
 
 @pytest.mark.parametrize(
