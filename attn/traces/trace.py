@@ -249,21 +249,30 @@ class Trace:
         self.end = self.ts + self.dur
         # One pass over the events for the text columns (a trace of a million events is a million
         # dicts: each is visited once here, and never again by the analysis).
-        self.name, self.cat, self.args, thread, correlations = [], [], [], [], []
-        categories: dict[str, str] = {}  # raw spelling -> today's, worked out once per spelling
+        names, cats, all_args, thread, codes, correlations = [], [], [], [], [], []
+        spelled: dict[str, tuple[str, int]] = {}  # raw category -> (today's spelling, its code)
         self._category_codes: dict[str, int] = {}  # today's spelling -> its number in cat_code
-        codes, threads = [], {}
+        threads: dict[tuple, int] = {}
         for i in order.tolist():
             e = found[i]
-            self.name.append(str(e.get("name", "")))
-            c = str(e.get("cat", ""))
-            c = categories.get(c) or categories.setdefault(c, _category(c))
-            self.cat.append(c)
-            codes.append(self._category_codes.setdefault(c, len(self._category_codes)))
-            args = _args(e)
-            self.args.append(args)
+            name = e.get("name", "")
+            names.append(name if type(name) is str else str(name))
+            raw_cat = e.get("cat", "")
+            if type(raw_cat) is not str:
+                raw_cat = str(raw_cat)
+            if (known := spelled.get(raw_cat)) is None:
+                today = _category(raw_cat)
+                code = self._category_codes.setdefault(today, len(self._category_codes))
+                known = spelled[raw_cat] = (today, code)
+            cats.append(known[0])
+            codes.append(known[1])
+            args = e.get("args")
+            if type(args) is not dict or "Input dims" in args:  # odd, missing or torch 1.8's
+                args = _args(e)
+            all_args.append(args)
             correlations.append(args.get("correlation", -1))  # -1: none
             thread.append(threads.setdefault((e.get("pid", 0), e.get("tid", 0)), len(threads)))
+        self.name, self.cat, self.args = names, cats, all_args
         self.thread = np.array(thread, dtype=np.int64)
         self.cat_code = np.array(codes, dtype=np.int64)
         self.threads = list(threads)  # (pid, tid) of each thread index
