@@ -290,34 +290,28 @@ def raw(folder: str) -> dict:
     return realtrace_count.load(path)
 
 
+FLASH = "aten::_scaled_dot_product_flash_attention"
+
+
+def op_calls(op: str):
+    return lambda t: realtrace_count.op_calls(t, op)
+
+
+def eager_calls(module: str):
+    return lambda t: realtrace_count.eager_calls(t, f"nn.Module: {module}")
+
+
 INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, kernels, us per call)}
-    "tracelens-h100-bert-small-sdpa-flash": lambda t: realtrace_count.op_calls(
-        t, "aten::_scaled_dot_product_flash_attention"
-    ),
-    "tracelens-mi300x-bert-small-sdpa-flash": lambda t: realtrace_count.op_calls(
-        t, "aten::_scaled_dot_product_flash_attention"
-    ),
-    "tracelens-h100-qwen1.5-sdpa-flash": lambda t: realtrace_count.op_calls(
-        t, "aten::_scaled_dot_product_flash_attention"
-    ),
-    "tracelens-mi300x-compiled-sdpa": lambda t: realtrace_count.op_calls(
-        t, "aten::_scaled_dot_product_flash_attention"
-    ),
-    "tracelens-h100-timesformer-eager-softmax": lambda t: realtrace_count.eager_calls(
-        t, "nn.Module: TimesformerSelfAttention"
-    ),
-    "switchtransformers-a100-eager-mqa-fp32": lambda t: realtrace_count.eager_calls(
-        t, "nn.Module: MultiQueryAttention"
-    ),
-    "tracelens-h100-owlv2-eager-two-kinds": lambda t: realtrace_count.eager_calls(
-        t, "nn.Module: Owlv2Attention"
-    ),
-    "tracelens-b200-vllm-gptoss-fp8-paged": lambda t: realtrace_count.op_calls(
-        t, "vllm::unified_attention_with_output"
-    ),
+    "tracelens-h100-bert-small-sdpa-flash": op_calls(FLASH),
+    "tracelens-mi300x-bert-small-sdpa-flash": op_calls(FLASH),
+    "tracelens-h100-qwen1.5-sdpa-flash": op_calls(FLASH),
+    "tracelens-mi300x-compiled-sdpa": op_calls(FLASH),
+    "tracelens-h100-timesformer-eager-softmax": eager_calls("TimesformerSelfAttention"),
+    "switchtransformers-a100-eager-mqa-fp32": eager_calls("MultiQueryAttention"),
+    "tracelens-h100-owlv2-eager-two-kinds": eager_calls("Owlv2Attention"),
+    "tracelens-b200-vllm-gptoss-fp8-paged": op_calls("vllm::unified_attention_with_output"),
     "tracelens-mi300x-flux-sage-graph": lambda t: (
-        realtrace_count.op_calls(t, "aten::_scaled_dot_product_flash_attention")
-        | realtrace_count.eager_calls(t, "nn.Module: T5Attention")
+        op_calls(FLASH)(t) | eager_calls("T5Attention")(t)
     ),
 }
 
