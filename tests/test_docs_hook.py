@@ -519,6 +519,10 @@ def test_a_busy_set_is_stamped_on_its_tab(profiles):
     cpu = out[out.index('"CPU"\n') :]
     assert "**Busy machine:** a load average of 4.00 on 2 cores" in cpu
     assert "Busy machine" not in out[: out.index('"CPU"\n')]
+    _write(profiles / "cpu/environment.json", {**env, "load": {**load, "others_share": 0.46}})
+    sets.hardware_sets.cache_clear()
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
+    assert "**Busy machine:** other work used 46% of its 2 cores" in out
 
 
 def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):

@@ -7,11 +7,15 @@ whose verdicts are checked are written by hand.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from attn.profiling.config import ProfileConfig
-from attn.profiling.environment import busy_line, cpu_slug, load_over
+from attn.profiling.environment import cpu_slug
+from attn.profiling.load import busy_line, load_over, own_cpu_seconds
 from attn.profiling.timing import measure
 from attn.profiling.timing_pass import SCORE_CLONE, main, run
 from attn.traces import intervals, layout
@@ -116,13 +120,42 @@ def test_cpu_sets_are_named_by_the_cpu_model():
     assert cpu_slug("") == "cpu"
 
 
-def test_a_load_above_the_core_count_is_busy_and_says_so():
-    idle = {"load_avg": [0.1, 0.1, 0.1], "ticks": {"total": 100, "steal": 0}}
-    busy = {"load_avg": [2.5, 1.0, 0.5], "ticks": {"total": 300, "steal": 20}}
-    load = load_over(idle, busy)
-    assert load["steal_share"] == 0.1 and load["load_avg_after"] == [2.5, 1.0, 0.5]
-    assert load["busy"] is (2.5 > load["cpu_count"])
-    quiet = load_over(idle, idle)
-    assert quiet["busy"] is False and quiet["steal_share"] is None and busy_line(quiet) is None
-    stamped = {**quiet, "busy": True, "load_avg_after": [9.0, 1, 1]}
-    assert busy_line(stamped).startswith("busy machine: load average 9.00")
+def _sample(total, idle, steal, own_cpu_s, at, load_avg=(0.1, 0.1, 0.1)):
+    return {"load_avg": list(load_avg), "ticks": {"total": total, "idle": idle, "steal": steal},
+            "own_cpu_s": own_cpu_s, "at": at}  # fmt: skip
+
+
+def test_a_run_is_busy_by_other_work_not_by_its_own_load(monkeypatch):
+    """Two cores, 5 s: the machine worked 40% of its CPU time, stolen time aside."""
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    before = _sample(1000, 800, 0, own_cpu_s=0.0, at=0.0)
+    after = dict(total=2000, idle=1300, steal=100, at=5.0, load_avg=(2.5, 1.0, 0.5))
+    others = load_over(before, _sample(**after, own_cpu_s=1.0))  # the run used 10% of it
+    assert others["steal_share"] == 0.1 and others["others_share"] == 0.3
+    assert others["busy"] is True and "other work used 30% of its 2 cores" in busy_line(others)
+    own = load_over(before, _sample(**after, own_cpu_s=3.0))  # the run used 30%: its own load
+    assert own["others_share"] == 0.1 and own["busy"] is False and busy_line(own) is None
+    assert own["load_avg_after"] == [2.5, 1.0, 0.5]  # recorded, though it is mostly the run's
+
+
+def test_without_cpu_counters_a_load_above_the_core_count_is_busy(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    quiet = {"load_avg": [0.1, 0.1, 0.1], "ticks": None}
+    assert load_over(quiet, quiet)["busy"] is False
+    load = load_over(quiet, {"load_avg": [9.0, 1, 1], "ticks": None})
+    assert load["busy"] is True and load["others_share"] is None
+    assert busy_line(load).startswith("busy machine: load average 9.00 on 2 cores")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_the_cpu_time_of_running_and_ended_children_counts_as_the_runs_own():
+    start = own_cpu_seconds()
+    burn = "import time\nwhile time.process_time() < 0.5: pass\nprint('done', flush=True)\ntime.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "done\n"
+        assert own_cpu_seconds() - start >= 0.45  # running: from /proc, in 10 ms ticks
+    finally:
+        child.kill()
+        child.wait()
+    assert own_cpu_seconds() - start >= 0.45  # ended and waited for: in os.times()

@@ -104,6 +104,8 @@ def _nox_modules() -> list[str]:
     )
 
 
+# Run here as nox runs it in a fresh process; other tests imported it already, which runpy warns of.
+@pytest.mark.filterwarnings("ignore:'attn.*' found in sys.modules:RuntimeWarning")
 @pytest.mark.parametrize("module", _nox_modules())
 def test_every_module_a_nox_session_runs_answers_help(module, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [module, "--help"])

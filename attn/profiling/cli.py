@@ -104,13 +104,13 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     files and a report; a variant that fails is reported and the others still run."""
     from attn.profiling import viewer  # its own entry point too: imported when used
     from attn.profiling.config import config_for
-    from attn.profiling.environment import busy_line, load_now, load_over
+    from attn.profiling.load import busy_line, load_before_a_run, load_now, load_over
     from attn.profiling.run import finish_set
 
     folders, failed = [], []
-    before = load_now()
-    if busy := busy_line(load_over(before, before)):
+    if busy := busy_line(load_before_a_run()):
         console.print(busy)
+    before = load_now()
     with progress_bar(console) as progress, viewer.session():  # one browser for every screenshot
         for i, name in enumerate(progress.track(names, description="profiling")):
             progress.update(progress.tasks[0].id, description=f"profiling {name}")

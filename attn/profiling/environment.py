@@ -83,55 +83,6 @@ def stamp() -> dict:
     }
 
 
-def load_now() -> dict:
-    """The load average now, and the CPU time counters /proc/stat has (steal among them), if any."""
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    ticks = None
-    try:
-        first = Path("/proc/stat").read_text().splitlines()[0].split()
-        if first[0] == "cpu" and len(first) > 8:  # user nice system idle iowait irq softirq steal
-            values = [int(x) for x in first[1:]]
-            ticks = {"total": sum(values[:8]), "steal": values[7]}
-    except (OSError, ValueError, IndexError):
-        pass
-    return {"load_avg": load, "ticks": ticks}
-
-
-def load_over(before: dict, after: dict) -> dict:
-    """A run's load: the 1, 5 and 15-minute load averages before and after, the share of CPU time
-    stolen by the hypervisor in between (where /proc/stat counts it), and whether the machine was
-    busy: a load above its core count."""
-    steal = None
-    if before.get("ticks") and after.get("ticks"):
-        total = after["ticks"]["total"] - before["ticks"]["total"]
-        steal = (
-            round((after["ticks"]["steal"] - before["ticks"]["steal"]) / total, 4)
-            if total
-            else None
-        )
-    loads = [x["load_avg"] for x in (before, after) if x.get("load_avg")]
-    cores = os.cpu_count() or 1
-    return {
-        "load_avg_before": before.get("load_avg"), "load_avg_after": after.get("load_avg"),
-        "steal_share": steal, "cpu_count": cores,
-        "busy": any(load[0] > cores for load in loads) if loads else None,
-    }  # fmt: skip
-
-
-def busy_line(load: dict) -> str | None:
-    """One line when a load says the machine is busy, else None."""
-    if not load.get("busy"):
-        return None
-    worst = max((x or [0])[0] for x in (load["load_avg_before"], load["load_avg_after"]))
-    return (
-        f"busy machine: load average {worst:.2f} on {load['cpu_count']} cores; times will be slower "
-        "and more spread than on an idle machine (the set is stamped busy)"
-    )
-
-
 def environment(device: str, load: dict | None = None) -> dict:
     """The facts a reader needs to trust (or distrust) a profile set."""
     dev = torch.device(device)

@@ -6,10 +6,7 @@ summary that says why. After each run the set's environment, overview and manife
 
 from __future__ import annotations
 
-import ctypes
 import json
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -22,6 +19,7 @@ from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.flags import ProfilingError
+from attn.profiling.launch import run_script
 from attn.traces import layout
 from attn.traces.analyze import focus, write_artifacts
 from attn.traces.atomic import atomic_folder, remove_stale_scratch, scratch_prefix, write_json
@@ -120,13 +118,6 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     return folder / layout.VIEWER
 
 
-def _die_with_parent() -> None:
-    """In the example's process: end it when this one ends, even by SIGKILL (Linux)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if hasattr(libc, "prctl"):
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def example_flags(config: ProfileConfig) -> list[str]:
     """The flags that make an example run exactly `config` (every value spelled out)."""
     flags = [
@@ -158,13 +149,14 @@ def profile_example(
     with tempfile.TemporaryDirectory(
         prefix=scratch_prefix(variant.name), dir=folder.parent
     ) as scratch:
-        command = [sys.executable, *script, *example_flags(config), "--out", scratch]
-        done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_die_with_parent)
+        log = Path(scratch) / "output.txt"
+        argv = [*script, *example_flags(config), "--out", scratch]
+        status = run_script(argv, log, preloaded=not is_gpu(config.device))
         written = Path(scratch) / variant.name
-        if done.returncode != 0 or not (written / layout.TRACE).is_file():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        if status != 0 or not (written / layout.TRACE).is_file():
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
             raise ProfilingError(
-                f"{' '.join(script)} exited with {done.returncode} and no {variant.name}/"
+                f"{' '.join(script)} exited with {status} and no {variant.name}/"
                 f"{layout.TRACE}: {tail[0]}"
             )
         table_path = written / layout.TABLE_TXT

@@ -20,8 +20,9 @@ import attn
 from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import ProfileConfig, config_for, default_config
-from attn.profiling.environment import busy_line, hardware_slug, load_now, load_over
+from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import seconds, wide_console
+from attn.profiling.load import busy_line, load_before_a_run, load_now, load_over
 from attn.profiling.run import why_not_here
 from attn.profiling.timing import PRECISION, measure
 from attn.profiling.training import training_step
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dev = args.device
     console = wide_console()
-    if busy := busy_line(load_over(load_now(), load_now())):
+    if busy := busy_line(load_before_a_run()):
         console.print(busy)
     result = run(default_config(dev), specs.names(), args.budget, console.print)
     folder = layout.hardware_dir(args.out, hardware_slug(dev))

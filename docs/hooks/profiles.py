@@ -150,17 +150,25 @@ def speedup_text(base: dict | None, t: dict | None) -> str | None:
 
 
 def busy_line(hw: dict) -> str | None:
-    """One line when the set was made on a busy machine (a load above its core count)."""
+    """One line when the set was made on a busy machine: other work's share of its CPU time (a
+    load average above its core count, where a set predates that count)."""
     loads = [hw["env"].get("load"), (hw.get("timing") or {}).get("load")]
     busy = [x for x in loads if isinstance(x, dict) and x.get("busy")]
     if not busy:
         return None
-    most = max(
-        max((x.get("load_avg_before") or [0])[0], (x.get("load_avg_after") or [0])[0]) for x in busy
-    )
+    cores = busy[0].get("cpu_count")
+    shares = [x["others_share"] for x in busy if isinstance(x.get("others_share"), (int, float))]
+    if shares:
+        what = f"other work used {max(shares):.0%} of its {cores} cores"
+    else:
+        most = max(
+            max((x.get("load_avg_before") or [0])[0], (x.get("load_avg_after") or [0])[0])
+            for x in busy
+        )
+        what = f"a load average of {most:.2f} on {cores} cores"
     return (
-        f"**Busy machine:** a load average of {most:.2f} on {busy[0].get('cpu_count')} cores while "
-        "this set was made; its times are slower and wider than on an idle machine."
+        f"**Busy machine:** {what} while this set was made; its times are slower and wider than "
+        "on an idle machine."
     )
 
 
