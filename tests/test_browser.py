@@ -255,6 +255,12 @@ SCROLLS_UNSAID = """() => [...document.querySelectorAll('article p > a.glightbox
   .map((i) => i.closest("p")).filter((p) => p.offsetParent && p.scrollWidth > p.clientWidth + 1)
   .filter((p) => !(p.nextElementSibling && p.nextElementSibling.matches(".attn-scroll-note")))
   .map((p) => p.querySelector("img").getAttribute("src"))"""
+# At a glance's chart, which a phone shows whole: one that scrolls sideways or is cut.
+OVERVIEW_CUT = """() => [...document.querySelectorAll('article img[src$="/overview.svg"]')]
+  .filter((i) => i.offsetParent).filter((i) => {
+    const frame = i.closest("p");
+    return frame.scrollWidth > frame.clientWidth + 1 || i.clientWidth < i.naturalWidth - 1;
+  }).map((i) => i.getAttribute("src"))"""
 # Trace-viewer screenshots (taken at device scale 2) shown at under half their pixels.
 SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer.png"]')]
   .filter((i) => i.offsetParent && i.naturalWidth && 2 * i.clientWidth < i.naturalWidth)
@@ -309,6 +315,8 @@ def test_every_page_loads_cleanly_and_its_images_have_a_size(built_site, site_ur
             small = page.evaluate(SMALL_PRINT)
             assert not small, f"/{path} at {width} px: small print under 11 px: {small[:5]}"
             if width == PHONE:
+                cut = page.evaluate(OVERVIEW_CUT)
+                assert not cut, f"/{path}: At a glance's chart does not fit a phone: {cut}"
                 out_of_view = page.evaluate(PANEL_OUT_OF_VIEW)
                 assert not out_of_view, (
                     f"/{path}: the viewer's details panel is off-screen: {out_of_view}"

@@ -1,7 +1,7 @@
 import json
 
 from attn import specs
-from attn.traces.overview import summaries, write_overview
+from attn.traces.overview import summaries, wrapped, write_overview
 
 
 def fake(folder, variant, available=True, cpu_time_us=1000.0):
@@ -35,3 +35,10 @@ def test_overview_chart_labels_each_variant(tmp_path):
 def test_no_summaries_no_chart(tmp_path):
     assert write_overview(tmp_path) is None
     assert not (tmp_path / "overview.svg").exists()
+
+
+def test_a_shape_wraps_between_its_parts_never_inside_one():
+    text = "* decode_repeat_kv: float32, batch 4, heads 32, seq 1, head_dim 64"
+    lines = wrapped(text, 44, "  ").splitlines()
+    assert lines == ["* decode_repeat_kv: float32, batch 4,", "  heads 32, seq 1, head_dim 64"]
+    assert wrapped("float32, seq 64", 44) == "float32, seq 64"  # short: one line

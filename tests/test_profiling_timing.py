@@ -9,13 +9,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import cpu_slug
-from attn.profiling.load import busy_line, load_over, own_cpu_seconds
+from attn.profiling.load import (
+    _ended_children,
+    adopting_orphans,
+    busy_line,
+    load_over,
+    own_cpu_seconds,
+)
 from attn.profiling.timing import measure
 from attn.profiling.timing_pass import SCORE_CLONE, main, run
 from attn.traces import intervals, layout
@@ -159,3 +166,24 @@ def test_the_cpu_time_of_running_and_ended_children_counts_as_the_runs_own():
         child.kill()
         child.wait()
     assert own_cpu_seconds() - start >= 0.45  # ended and waited for: in os.times()
+
+
+ORPHAN = """import subprocess, sys
+burn = "import time\\nwhile time.process_time() < 0.5: pass\\nopen(sys.argv[1], 'w').close()"
+subprocess.Popen([sys.executable, "-c", "import sys\\n" + burn, sys.argv[1]])"""  # and ends
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_an_orphan_s_cpu_time_counts_as_the_runs_own_and_it_is_reaped(tmp_path):
+    """A browser's renderers outlive it at shutdown: their parent ends first, as here."""
+    done = tmp_path / "done"
+    with adopting_orphans():
+        start = own_cpu_seconds()
+        subprocess.run([sys.executable, "-c", ORPHAN, str(done)], check=True)
+        deadline = time.monotonic() + 120  # only a guard against hanging
+        while not (done.exists() and _ended_children()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the orphan burns, then ends
+        assert _ended_children(), "the orphan went to init, not to this process"
+        assert own_cpu_seconds() - start >= 0.45  # an ended orphan, come to this process
+    assert _ended_children() == []  # reaped on leaving
+    assert own_cpu_seconds() - start >= 0.45  # and its time is in os.times() now

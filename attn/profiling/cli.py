@@ -104,26 +104,34 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     files and a report; a variant that fails is reported and the others still run."""
     from attn.profiling import viewer  # its own entry point too: imported when used
     from attn.profiling.config import config_for
-    from attn.profiling.load import busy_line, load_before_a_run, load_now, load_over
+    from attn.profiling.load import (
+        adopting_orphans,
+        busy_line,
+        load_before_a_run,
+        load_now,
+        load_over,
+    )
     from attn.profiling.run import finish_set
 
     folders, failed = [], []
     if busy := busy_line(load_before_a_run()):
         console.print(busy)
-    before = load_now()
-    with progress_bar(console) as progress, viewer.session():  # one browser for every screenshot
-        for i, name in enumerate(progress.track(names, description="profiling")):
-            progress.update(progress.tasks[0].id, description=f"profiling {name}")
-            start = time.perf_counter()
-            try:  # a decode step for the decoding variants
-                folders.append(profile(attn.get_variant(name), config_for(name, config)))
-            except ProfilingError as exc:
-                failed.append(str(exc))
-            # A line per variant, in a log too: a long run never goes a minute without one.
-            console.print(
-                f"profiled {name} ({i + 1}/{len(names)}, {time.perf_counter() - start:.1f} s)"
-            )
-    finish_set(out, config.device, load_over(before, load_now()))
+    with adopting_orphans():  # a browser's renderers outlive it: their CPU time is the run's
+        before = load_now()
+        with progress_bar(console) as progress, viewer.session():  # one browser for every shot
+            for i, name in enumerate(progress.track(names, description="profiling")):
+                progress.update(progress.tasks[0].id, description=f"profiling {name}")
+                start = time.perf_counter()
+                try:  # a decode step for the decoding variants
+                    folders.append(profile(attn.get_variant(name), config_for(name, config)))
+                except ProfilingError as exc:
+                    failed.append(str(exc))
+                # A line per variant, in a log too: a long run never goes a minute without one.
+                console.print(
+                    f"profiled {name} ({i + 1}/{len(names)}, {time.perf_counter() - start:.1f} s)"
+                )
+        load = load_over(before, load_now())
+    finish_set(out, config.device, load)
     report(folders, console)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)

@@ -5,12 +5,19 @@ cores puts it near 2.5 by itself, and the step after it inherits that for a minu
 called busy by what /proc/stat says the whole machine did in CPU time, less what the run and every
 process under it did (its example scripts, its browser): other work's share of the machine. Where
 /proc/stat is missing (not Linux), a load average above the core count is all there is to go by.
+
+A process whose parent ends first (a browser's renderers at its shutdown, Inductor's compile
+workers) would be handed to init with the CPU time it used; inside `adopting_orphans` it comes
+to the run's process instead, and its time still counts as the run's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 BUSY_SHARE = 0.25  # other work took at least a quarter of the machine's CPU time
@@ -121,4 +128,37 @@ def _descendants(root: int) -> list[int]:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
+    return found
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@contextlib.contextmanager
+def adopting_orphans() -> Iterator[None]:
+    """While inside, processes under this one whose parent ends first come to this one, not to
+    init (Linux; elsewhere nothing changes); on leaving, those that ended are reaped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "prctl") or libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        yield
+        return
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        for pid in _ended_children():
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _ended_children() -> list[int]:
+    """This process's children that ended and wait to be reaped (zombies)."""
+    found = []
+    for pid in _descendants(os.getpid()):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.append(pid)
     return found

@@ -6,6 +6,7 @@ interquartile range; else the profiler's mean, labelled as such."""
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,18 +57,34 @@ def is_current(folder: Path, names: Sequence[str] = ()) -> bool:
     )
 
 
+# Narrow enough to show whole on a phone (a 390 px screen has a 358 px column), at its own size
+# everywhere: 8.5 pt text is 11 px at 3.6 in (346 px).
+WIDTH_IN = 3.6
+LINE_CHARS = 44  # at 8.5 pt, about what 3.6 in holds
+
+
 def draw(
     rows: list[dict], title: str, path: Path, note: str = "", reference: str | None = None
 ) -> None:
-    """Horizontal bars of time per forward: device time where measured, else CPU time. Every text at
-    8.5 pt or more: at 660 px (the narrowest a page shows a picture) that is 10 px or more."""
+    """Horizontal bars of time per forward: device time where measured, else CPU time, drawn at
+    3.6 in so a phone shows it whole with every text at 11 px or more."""
     from attn.traces.plot import figure, save  # matplotlib only when drawing: recheck reads text
 
     on_device = any(s.get("device_time_us") is not None for s in rows)
     timed = all("timed" in s for s in rows)
     names = [s["variant"] for s in rows][::-1]
     values = [_ms(s, on_device) for s in rows][::-1]
-    fig, ax = figure(1.2 + 0.3 * len(rows) + 0.2 * note.count("\n"))
+    indent = "\u00a0\u00a0"  # a wrapped note's next lines: SVG text drops plain leading spaces
+    note = "\n".join(wrapped(line, LINE_CHARS, indent) for line in note.splitlines())
+    if timed:
+        label = "ms per forward: median and interquartile range, timed interleaved"
+    else:
+        label = f"{'device' if on_device else 'CPU'} ms per forward under the profiler"
+    below = textwrap.fill(label, LINE_CHARS) + (f"\n\n{note}" if note else "")
+    top_in = 0.1 + 0.16 * (title.count("\n") + 1)
+    bottom_in = 0.04 + 0.15 * (below.count("\n") + 1)
+    height = top_in + bottom_in + 0.45 + 0.27 * len(rows)
+    fig, ax = figure(height, width_in=WIDTH_IN)
     colors = ["#d62728" if n == reference else "#4e79a7" for n in names]
     spread = None
     if timed:  # the interquartile range as a bar's whiskers
@@ -77,22 +94,30 @@ def draw(
         ]
     ax.barh(names, values, color=colors, xerr=spread, capsize=2)
     ends = values if spread is None else [v + e for v, e in zip(values, spread[1], strict=True)]
-    for y, (end, label) in enumerate(zip(ends, bar_labels(rows)[::-1], strict=True)):
-        ax.annotate(label, (end, y), xytext=(3, 0), textcoords="offset points", va="center")
-    if timed:
-        ax.set_xlabel("time per forward, median and interquartile range (ms), timed interleaved")
-    else:
-        ax.set_xlabel(
-            f"{'device' if on_device else 'CPU'} time per forward under the profiler (ms)"
-        )
-    ax.set_xlim(0, max(ends) * 1.25)
-    ax.set_title(title, loc="left", fontsize=9.5)
+    for y, (end, text) in enumerate(zip(ends, bar_labels(rows)[::-1], strict=True)):
+        ax.annotate(text, (end, y), xytext=(3, 0), textcoords="offset points", va="center")
+    ax.set_xlim(0, max(ends) * 1.35)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    if note:
-        fig.text(0.01, 0.01, note, ha="left", va="bottom")
-    fig.tight_layout(rect=(0, 0.03 + 0.045 * (note.count("\n") + 1) if note else 0, 1, 1))
+    # Title and axis label from the picture's left edge, not the bars': the names take a third.
+    fig.text(0.02, 1 - 0.06 / height, title, va="top", fontsize=9.5)
+    fig.text(0.02, 0.04 / height, below, va="bottom")
+    fig.tight_layout(rect=(0, bottom_in / height, 1, 1 - top_in / height))
     save(fig, path)
+
+
+def wrapped(text: str, width: int, indent: str = "") -> str:
+    """Text broken after its commas into lines of about `width` characters, so that no "seq 32"
+    is split from its number."""
+    lines = [""]
+    for part in text.split(", "):
+        joined = f"{lines[-1]}, {part}" if lines[-1] else part
+        if len(joined) >= width and lines[-1].strip():
+            lines[-1] += ","
+            lines.append(indent + part)
+        else:
+            lines[-1] = joined
+    return "\n".join(lines)
 
 
 def shape_text(s: dict) -> str:
@@ -119,7 +144,7 @@ def write_overview(
         path.unlink(missing_ok=True)
         return None
     common = main_shape(rows, reference)
-    title = f"Time per forward on\n{rows[0]['device_name']}\n{common}"
+    title = f"Time per forward on\n{rows[0]['device_name']}\n" + wrapped(common, LINE_CHARS - 6)
     others = {s["variant"]: shape_text(s) for s in rows if shape_text(s) != common}
     rows = [{**s, "variant": s["variant"] + ("*" if s["variant"] in others else "")} for s in rows]
     note = "\n".join(f"* {name}: {shape}" for name, shape in others.items())

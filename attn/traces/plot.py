@@ -14,13 +14,14 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 WIDTH_IN = 7.2
 
 
-def figure(height_in: float, font_pt: float = 8.5, **subplots):
-    """A figure at the page's width and its axes (Figure.subplots' arguments pass through)."""
+def figure(height_in: float, font_pt: float = 8.5, width_in: float = WIDTH_IN, **subplots):
+    """A figure at the page's width (or `width_in`) and its axes (Figure.subplots' arguments pass
+    through)."""
     matplotlib.rcParams.update(
         # SVG text stays text (searchable, crisp); a fixed salt keeps ids the same from run to run.
         {"svg.fonttype": "none", "svg.hashsalt": "attention-profiled", "font.size": font_pt}
     )
-    fig = Figure(figsize=(WIDTH_IN, height_in))
+    fig = Figure(figsize=(width_in, height_in))
     return fig, fig.subplots(**subplots)
 
 
