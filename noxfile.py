@@ -51,17 +51,19 @@ def fetch_viewer(session: nox.Session) -> None:
     session.run("python", "-m", "attn.profiling.viewer", "fetch", success_codes=[0, 1])
 
 
-# Material's boxed notice about MkDocs 2.0 on every build: about its plans, not this site.
-QUIET_MKDOCS = {"NO_MKDOCS_2_WARNING": "1"}
+MKDOCS_ENV = {
+    # Material's boxed notice about MkDocs 2.0 on every build: about its plans, not this site.
+    "NO_MKDOCS_2_WARNING": "1",
+    # The notebook's kernel talks over IPC, not TCP (docs/jupyter/ says why).
+    "JUPYTER_CONFIG_PATH": str(ROOT / "docs" / "jupyter"),
+}
 
 
 def build_site(session: nox.Session) -> None:
     if session.venv_backend == "none" and shutil.which("mkdocs") is None:
         session.warn("mkdocs is not installed here: profiles written, site not built")
         return
-    session.run(
-        "python", "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=QUIET_MKDOCS
-    )
+    session.run("python", "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=MKDOCS_ENV)
 
 
 @nox.session
@@ -134,4 +136,4 @@ def docs(session: nox.Session) -> None:
 def serve(session: nox.Session) -> None:
     """Serve the site with live reload on http://127.0.0.1:8000."""
     install(session, "docs")
-    session.run("python", "-m", "mkdocs", "serve", *session.posargs, env=QUIET_MKDOCS)
+    session.run("python", "-m", "mkdocs", "serve", *session.posargs, env=MKDOCS_ENV)

@@ -423,7 +423,12 @@ def test_artifacts_are_registered_as_site_files(profiles, tmp_path, monkeypatch)
 @pytest.mark.slow
 def test_strict_build_with_fake_profiles_copies_artifacts(profiles, tmp_path):
     site = tmp_path / "site"
-    env = {**os.environ, "ATTN_PROFILES_DIR": str(profiles), "NO_MKDOCS_2_WARNING": "1"}
+    env = {
+        **os.environ,
+        "ATTN_PROFILES_DIR": str(profiles),
+        "NO_MKDOCS_2_WARNING": "1",
+        "JUPYTER_CONFIG_PATH": str(ROOT / "docs/jupyter"),
+    }
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
