@@ -6,18 +6,16 @@ masked_fill. `compiled_additive` compiles AdditiveMaskAttention below, whose mas
 recognises the second as attention and calls SDPA's fused kernel; the first stays two matrix
 products around one generated softmax kernel. How the mask (and the scale) is written decides.
 
-Torch only: copy this file together with attn/naive.py (keep that relative path).
+Torch only: copy this file together with attn/naive.py and attn/inductor.py (keep those relative
+paths).
 """
 
 import math
-import os
-import shutil
-import sys
-from importlib.util import find_spec
 
 import torch
 from torch import nn
 
+from attn.inductor import KERNEL_ROWS, RECOMPILE_LIMIT, inductor_problem
 from attn.naive import NaiveAttention
 
 
@@ -44,16 +42,9 @@ class AdditiveMaskAttention(nn.Module):
 
 MASKS = {"masked_fill": NaiveAttention, "additive": AdditiveMaskAttention}
 
-# A variant meets several dtypes, shapes and both values of is_causal; each compiles anew (a
-# recompile). Past torch's default of 8 recompiles a function falls back to eager unnoticed, so each
-# compiled module keeps a budget of its own, and fullgraph=True turns running past it (or a graph
-# break) into an error instead. dynamic=False: every shape gets a graph of its own. With dynamic
-# shapes a changed head_dim makes the scale symbolic, and torch 2.13's attention pattern then fails
-# to compile (SDPA's `scale` must be a float).
-RECOMPILE_LIMIT = 64
-# On CPU the C++ kernels Inductor generates are invisible to the profiler (one opaque
-# "## Call CompiledFxGraph ##" row) unless each records itself; these modules are here to be profiled.
-KERNEL_ROWS = {"cpp.enable_kernel_profile": True}
+# dynamic=False below: every shape gets a graph of its own. With dynamic shapes a changed head_dim
+# makes the scale symbolic, and torch 2.13's attention pattern then fails to compile (SDPA's
+# `scale` must be a float).
 
 
 def compile_attention(module: nn.Module) -> nn.Module:
@@ -66,28 +57,6 @@ def compile_attention(module: nn.Module) -> nn.Module:
         recompile_limit=RECOMPILE_LIMIT,
         options=KERNEL_ROWS,
     )
-
-
-def inductor_problem(device: torch.device | str) -> str | None:
-    """Why Inductor cannot generate code for this device here, or None."""
-    device = torch.device(device)
-    if device.type == "cpu":
-        # Inductor writes C++ for the CPU and builds it with the compiler named by CXX.
-        cxx = os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
-        if shutil.which(cxx) is None:
-            return (
-                f"torch.compile builds generated C++ for the CPU and there is no C++ compiler "
-                f"here ({cxx!r} is not on PATH; install g++ or set CXX)"
-            )
-        return None
-    if device.type == "cuda":
-        if find_spec("triton") is None:
-            return "torch.compile generates Triton kernels for GPUs and triton is not installed"
-        if torch.cuda.is_available() and torch.cuda.get_device_capability(device) < (7, 0):
-            name = torch.cuda.get_device_name(device)
-            return f"Inductor's Triton kernels need an sm_70 or newer GPU; {name} is older"
-        return None
-    return f"the compiled variants are written for CPU and CUDA, not {device.type}"
 
 
 class CompiledAttention(nn.Module):

@@ -11,25 +11,18 @@ Eager, flex_attention runs (and warns) as ordinary ops that build every score; c
 generated kernel. On CPU, torch 2.13 compiles the forward only (inference) and needs an x86 CPU
 with AVX2.
 
-Torch only: copy this file into any project (`from flex import FlexAttention, sliding_window`).
+Torch only: copy this file with attn/inductor.py into any project (keep that relative path).
 """
 
-import os
-import shutil
 import sys
-from importlib.util import find_spec
 
 import torch
 from torch import nn
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
 
+from attn.inductor import KERNEL_ROWS, RECOMPILE_LIMIT, inductor_problem
+
 WINDOW = 256  # keys a query sees in flex_sliding_window (itself and the 255 before it)
-# Each dtype, shape and mask compiles anew (a recompile); past torch's default of 8 a function
-# falls back to eager unnoticed. fullgraph=True makes running past this budget an error instead.
-RECOMPILE_LIMIT = 64
-# On CPU the generated kernel is invisible to the profiler (one opaque "## Call CompiledFxGraph ##"
-# row) unless it records itself; this module is here to be profiled.
-KERNEL_ROWS = {"cpp.enable_kernel_profile": True}
 
 
 # --8<-- [start:mask_mods]
@@ -70,18 +63,7 @@ def flex_problem(device: torch.device | str) -> str | None:
                 "compiled FlexAttention on CPU needs an x86 CPU with AVX2 (not macOS); "
                 f"torch reports this CPU as {capability} on {sys.platform}"
             )
-        cxx = os.environ.get("CXX", "g++")
-        if shutil.which(cxx) is None:
-            return (
-                f"torch.compile builds generated C++ for the CPU and there is no C++ compiler "
-                f"here ({cxx!r} is not on PATH; install g++ or set CXX)"
-            )
-        return None
-    if device.type == "cuda":
-        if find_spec("triton") is None:
-            return "torch.compile generates Triton kernels for GPUs and triton is not installed"
-        return None
-    return f"the FlexAttention variants are written for CPU and CUDA, not {device.type}"
+    return inductor_problem(device, "the FlexAttention variants")
 
 
 def backward_problem(device: torch.device | str) -> str | None:

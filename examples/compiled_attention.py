@@ -26,8 +26,8 @@ Run it::
 
 With ``--mask masked_fill`` it writes ``runs/compiled_naive/trace.json.gz`` and
 ``runs/compiled_naive/table.txt`` (``--mask additive``: ``runs/compiled_additive/``). Copy it
-together with ``attn/compiled.py`` and ``attn/naive.py`` (keep those relative paths: they hold the
-modules compiled here); torch (and a C++ compiler on CPU, triton on a GPU) is all they need. A second
+together with ``attn/compiled.py``, ``attn/naive.py`` and ``attn/inductor.py`` (keep those relative
+paths: they hold the modules compiled here); torch (and a C++ compiler on CPU, triton on a GPU) is all they need. A second
 run compiles much faster: Inductor caches what it built (``TORCHINDUCTOR_CACHE_DIR``).
 """
 

@@ -27,9 +27,9 @@ Run it::
 
 With ``--mask causal`` it writes ``runs/flex_causal/trace.json.gz`` and
 ``runs/flex_causal/table.txt`` (``runs/flex_sliding_window/``, ``runs/flex_document/`` for the
-others). Copy it together with ``attn/flex.py`` (keep that relative path: it holds the module
-profiled here); torch (with a C++ compiler and an AVX2 CPU, or triton and a GPU) is all either file
-needs. On CPU, torch 2.13 compiles FlexAttention for inference only.
+others). Copy it together with ``attn/flex.py`` and ``attn/inductor.py`` (keep those relative
+paths: they hold the module profiled here); torch (with a C++ compiler and an AVX2 CPU, or triton
+and a GPU) is all these files need. On CPU, torch 2.13 compiles FlexAttention for inference only.
 """
 
 import argparse

@@ -25,8 +25,8 @@ Run it::
 With ``--impl naive`` it writes ``runs/train_naive/trace.json.gz``, ``runs/train_naive/table.txt``
 and ``runs/train_naive/saved.json`` (what autograd saved). Copy it together with the module of the
 attention you train, kept at its relative path: ``attn/naive.py`` (naive), ``attn/inplace.py``
-(inplace), ``attn/sdpa.py`` (sdpa_math, sdpa_flash) or ``attn/flex.py`` (flex); torch is all they
-need. ``--impl custom_cpu`` trains through our C++ op, which comes with the package
+(inplace), ``attn/sdpa.py`` (sdpa_math, sdpa_flash) or ``attn/flex.py`` with ``attn/inductor.py``
+(flex); torch is all they need. ``--impl custom_cpu`` trains through our C++ op, which comes with the package
 (``pip install .`` in a checkout).
 """
 

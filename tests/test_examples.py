@@ -152,7 +152,12 @@ def test_an_example_refuses_a_backend_that_cannot_run_in_one_line(tmp_path):
 
 
 def test_the_training_example_refuses_an_attention_without_a_backward_in_one_line(tmp_path):
-    run = run_copied(tmp_path, "training_attention.py", ["attn/flex.py"], [*TINY, "--impl", "flex"])
+    run = run_copied(
+        tmp_path,
+        "training_attention.py",
+        ["attn/flex.py", "attn/inductor.py"],
+        [*TINY, "--impl", "flex"],
+    )
     assert run.returncode != 0 and "Traceback" not in run.stderr
     last = run.stderr.strip().splitlines()[-1]
     assert "--impl flex cannot train here" in last and "inference only" in last

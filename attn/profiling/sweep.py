@@ -1,4 +1,4 @@
-"""What the sweeps (scaling, benchmark, decoding) share: their flags, who runs, where rows go."""
+"""What the sweeps (scaling, training, benchmark, decoding) share: their flags, who runs, where rows go."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import attn
 from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
-from attn.profiling.flags import device, out_folder
+from attn.profiling.flags import device, out_folder, positive
 from attn.traces import layout
 from attn.variant import Variant
 
@@ -46,3 +46,20 @@ def write(out_root: Path, device: str, stem: str, rows: list[dict], draw: Draw, 
     """`<out>/<hardware>/<stem>.json` (the rows) and `<stem>.svg` (drawn), each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
     return layout.write_figure(folder, stem, rows, lambda path: draw(rows, title, path))
+
+
+def seq_main(module, argv: list[str] | None) -> int:
+    """`python -m <module> [--seqs ...]` for a sweep over sequence lengths: the module gives its
+    docstring, SEQS per device type, sweep(device, seqs) and write(out, device, rows)."""
+    name = module.__spec__.name  # under `python -m`, __name__ is "__main__"
+    stem = name.rsplit(".", 1)[-1]
+    p = parser(name, module.__doc__)
+    p.add_argument(
+        "--seqs", type=positive, nargs="+", help="sequence lengths (default: per device)"
+    )
+    args = p.parse_args(argv)
+    seqs = tuple(args.seqs or module.SEQS[torch.device(args.device).type])
+    rows = module.sweep(args.device, seqs)
+    folder = module.write(args.out, args.device, rows)
+    print(f"{stem}: {len(rows)} rows written to {folder}/{stem}.json and {stem}.svg")
+    return 0

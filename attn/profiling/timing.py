@@ -80,11 +80,13 @@ def _measurement(label: str, number: int, blocks: list[float]) -> Measurement:
 
 def _timed(m: Measurement) -> Timed:
     """Median and interquartile range of the blocks, in µs per call; repeats: blocks timed."""
-    m._lazy_init()  # Measurement computes its quartiles on first use
+    # The quartiles as Measurement computes them (its public API gives the median and iqr only).
+    times = torch.tensor(sorted(m.times), dtype=torch.float64)
+    low, median, high = times.quantile(torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64))
     return Timed(
-        median_us=m.median * 1e6,
-        low_us=m._p25 * 1e6,  # the quartiles Measurement keeps; its iqr is their difference
-        high_us=m._p75 * 1e6,
+        median_us=median.item() * 1e6,
+        low_us=low.item() * 1e6,
+        high_us=high.item() * 1e6,
         repeats=len(m.times),
         calls=len(m.times) * m.number_per_run,
     )

@@ -23,7 +23,7 @@ from attn import specs
 from attn.profiling import sweep as sweeps
 from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
-from attn.profiling.flags import positive, wide_console
+from attn.profiling.flags import wide_console
 from attn.profiling.memory import peak_memory
 from attn.traces.plot import figure, plain_log_ticks, save
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
@@ -149,16 +149,7 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = sweeps.parser("attn.profiling.training", __doc__)
-    parser.add_argument(
-        "--seqs", type=positive, nargs="+", help="sequence lengths (default: per device)"
-    )
-    args = parser.parse_args(argv)
-    seqs = tuple(args.seqs or SEQS[torch.device(args.device).type])
-    rows = sweep(args.device, seqs)
-    folder = write(args.out, args.device, rows)
-    print(f"training: {len(rows)} rows written to {folder}/training.json and training.svg")
-    return 0
+    return sweeps.seq_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,13 @@ from attn import specs
 log = logging.getLogger("mkdocs.hooks.sources")
 
 
-def source_paths() -> list[str]:
-    """Each spec's example script and sources, once each, in chapter order."""
-    return list(dict.fromkeys(p for s in specs.SPECS for p in (s.example[0], *s.sources)))
+def source_paths(root: Path) -> list[str]:
+    """Each spec's example script and sources, and the attn/ modules they import, once each, in
+    chapter order."""
+    named = dict.fromkeys(p for s in specs.SPECS for p in (s.example[0], *s.sources))
+    copyable = (p for p in named if p.startswith("examples/") or re.fullmatch(r"attn/\w+\.py", p))
+    imported = (f for p in copyable for f in _imports(root, p))
+    return list(dict.fromkeys([*named, *imported]))
 
 
 def _imports(root: Path, path: str) -> list[str]:
@@ -88,7 +92,7 @@ def recipe_zips(root: Path) -> dict[str, list[str]]:
 
 def on_files(files, config):
     root = Path(config.config_file_path).resolve().parent
-    for uri in source_paths():
+    for uri in source_paths(root):
         if files.get_file_from_path(uri) is None:
             files.append(File.generated(config, uri, abs_src_path=str(root / uri)))
     for uri, parts in recipe_zips(root).items():

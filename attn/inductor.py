@@ -1,0 +1,42 @@
+"""Can torch.compile generate code here? The checks every compiled variant shares.
+
+Inductor writes C++ for the CPU, built with the compiler named by CXX, and Triton kernels for GPUs.
+Torch only: copy this file with attn/compiled.py or attn/flex.py (keep the relative path).
+"""
+
+import os
+import shutil
+import sys
+from importlib.util import find_spec
+
+import torch
+
+# A variant meets several dtypes, shapes and both values of is_causal; each compiles anew (a
+# recompile). Past torch's default of 8 recompiles a function falls back to eager unnoticed, so each
+# compiled module keeps a budget of its own, and fullgraph=True turns running past it (or a graph
+# break) into an error instead.
+RECOMPILE_LIMIT = 64
+# On CPU the C++ kernels Inductor generates are invisible to the profiler (one opaque
+# "## Call CompiledFxGraph ##" row) unless each records itself; these modules are here to be profiled.
+KERNEL_ROWS = {"cpp.enable_kernel_profile": True}
+
+
+def inductor_problem(device: torch.device | str, what: str = "the compiled variants") -> str | None:
+    """Why Inductor cannot generate code for this device here, or None."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        cxx = os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
+        if shutil.which(cxx) is None:
+            return (
+                f"torch.compile builds generated C++ for the CPU and there is no C++ compiler "
+                f"here ({cxx!r} is not on PATH; install g++ or set CXX)"
+            )
+        return None
+    if device.type == "cuda":
+        if find_spec("triton") is None:
+            return "torch.compile generates Triton kernels for GPUs and triton is not installed"
+        if torch.cuda.is_available() and torch.cuda.get_device_capability(device) < (7, 0):
+            name = torch.cuda.get_device_name(device)
+            return f"Inductor's Triton kernels need an sm_70 or newer GPU; {name} is older"
+        return None
+    return f"{what} are written for CPU and CUDA, not {device.type}"
