@@ -1,6 +1,8 @@
-"""diagnose's result as a whole (attn.traces.diagnose): our runs, the trace lint, and the command
-line's refusals."""
+"""diagnose's result as a whole (attn.traces.diagnose): our runs, the trace lint, the command line's
+refusals, and every real trace's diagnosis equal to the one recorded in
+tests/fixtures/diagnose_expected/."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +12,7 @@ from attn.profiling import cli
 from attn.traces.trace import Trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diagnose_cases import CPU_SET, diagnose, kinds, raw, traced  # noqa: E402
+from diagnose_cases import CPU_SET, REAL, diagnose, kinds, raw, traced  # noqa: E402
 
 # --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
 
@@ -97,3 +99,21 @@ def test_a_folder_given_as_the_trace_gets_one_line(tmp_path, capsys):
     assert cli.main(["diagnose", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "directory" in err.lower()
+
+
+# --- every real trace's diagnosis, as recorded ------------------------------------------------------
+
+# Each written by `python -m attn.profiling diagnose <the trace> --json <folder>.json`.
+EXPECTED = REAL.parent / "diagnose_expected"
+
+
+def test_every_real_trace_has_its_expected_diagnosis():
+    assert {p.stem for p in EXPECTED.glob("*.json")} == {p.name for p in REAL.iterdir()}
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in REAL.iterdir()))
+def test_the_diagnosis_of_a_real_trace_is_the_one_recorded(folder):
+    """Every number, name and sentence of `diagnose --json`, floats to the last bit: the work is
+    deterministic, so any change here is a change of behaviour, to be made on purpose."""
+    expected = json.loads((EXPECTED / f"{folder}.json").read_text(encoding="utf-8"))
+    assert json.loads(json.dumps(diagnose(traced(folder)))) == expected
