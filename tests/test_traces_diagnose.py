@@ -103,7 +103,9 @@ def test_a_folder_given_as_the_trace_gets_one_line(tmp_path, capsys):
 
 # --- every real trace's diagnosis, as recorded ------------------------------------------------------
 
-# Each written by `python -m attn.profiling diagnose <the trace> --json <folder>.json`.
+# Each written by `python -m attn.profiling diagnose`; after a change made on purpose, rewrite them:
+# for d in tests/fixtures/realtraces/*/; do python -m attn.profiling diagnose "$d"*.json* \
+#     --json "tests/fixtures/diagnose_expected/$(basename "$d").json" > /dev/null; done
 EXPECTED = REAL.parent / "diagnose_expected"
 
 
