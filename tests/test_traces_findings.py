@@ -86,18 +86,6 @@ def test_a_fused_backend_on_bf16_is_no_finding():
     assert implementations(result) == ["sdpa_efficient"] and result["findings"] == []
 
 
-def test_float64_inputs_are_found():
-    f64 = {"Input Dims": [[1, 8, 128, 64]] * 3, "Input type": ["double"] * 3}
-    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", f64)))
-    assert kinds(result)["float64_attention"] == 1
-    assert kinds(
-        diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", FP32)))
-    ) == {
-        "math_fallback": 1,
-        "fp32_attention_on_gpu": 1,
-    }  # float32: not this finding
-
-
 # --- a CPU profile of Hugging Face's repeat_kv, recorded here ---------------------------------------
 
 

@@ -276,18 +276,6 @@ def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
 
 
 @finding(
-    "float64_attention",
-    "Run attention in float32 or lower: no fused SDPA kernel takes float64, and every product and "
-    "the softmax move twice the bytes of float32.",
-    page="sdpa.md",
-)
-def _float64(trace: Trace, calls: list[Call]) -> tuple[int, None]:
-    """Calls whose first input was recorded as float64 (without shapes, none is counted)."""
-    inputs = [_inputs(trace.args[c.row]) for c in calls]
-    return sum(bool(i and i[1] and i[1][0] == "double") for i in inputs), None
-
-
-@finding(
     "sync_in_forward",
     "Move the synchronize (an .item(), .cpu() or print of a GPU tensor) out of the attention: the "
     "CPU waits there for the GPU, so no launch can run ahead of it.",
