@@ -41,6 +41,7 @@ from attn.profiling.flags import (
 from attn.traces import diagnose, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.markdown import visible
+from attn.traces.report import report as print_diagnosis  # cli's own report() prints folders
 from attn.traces.trace import TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     result = diagnose.diagnose(read_trace(args.trace), specs.chapter_teaching)
     if args.json is not None:
         write_json(args.json, result)
-    diagnose.report(result, Console())
+    print_diagnosis(result, Console())
     return 0
 
 

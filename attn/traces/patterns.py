@@ -134,3 +134,19 @@ def says_attention(kernel: str) -> bool:
     """The kernel's own name (not its template arguments) mentions attention."""
     own = re.split(r"[<(]", kernel.removeprefix("void "), maxsplit=1)[0]
     return re.search(ATTENTION_WORDS, own) is not None
+
+
+# Names the diagnose findings look for (and the calls they read: modules, graph replays).
+MODULE = "nn.Module: "  # a module's range, its class name after: "nn.Module: BertSelfAttention_3"
+MODULE_NUMBER = r"_\d+$"  # the instance number the profiler appends to a module's name
+ATTENTION_MODULE = r"(?i)atten|attn"  # a module named as attention is a call's scope first
+NOT_NAMED_OPS = ("aten::", "nn.Module", AUTOGRAD_NODE)  # never taken for attention by name alone
+BACKWARD_WORDS = r"(?i)backward|_bwd"  # an op named as attention that is a backward
+GRAPH_LAUNCH = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch: kernels replayed from a graph
+CLONE, COPY = "aten::clone", "aten::copy_"  # a copy's device work is launched under copy_
+COPY_OPS = (CLONE, COPY)  # an op copies memory if one of these runs under it
+CONTIGUOUS = "aten::contiguous"
+MASKED_FILL = "aten::masked_fill"  # out of place: masked_fill_ is the in-place one
+EXPAND = "aten::expand"  # made contiguous after, a repeat of K and V
+MATMUL = "aten::matmul"  # broadcasts K and V over the heads, and copies them to do it
+MASK_OPS = ("aten::tril", "aten::triu")  # a causal mask, built

@@ -1,131 +1,40 @@
-"""`diagnose`: the attention in a trace, its implementation, and what to fix, on our runs, on a GPU
-fixture, on hand-made traces for what no run here can make, and on real traces recorded by others
-(where another tool's own per-op analysis of the same trace is the oracle)."""
+"""Finding the attention calls (attn.traces.calls): implementations, where they run, kinds of call,
+backwards linked to their forwards, on our runs, on hand-made traces for what no run here can make,
+and on real traces recorded by others (where another tool's own per-op analysis is the oracle)."""
 
 import csv
-import functools
-import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
-import torch
-import torch.nn.functional as F
-from torch.profiler import profile, record_function
 
 from attn import specs
-from attn.profiling import cli
 from attn.traces import patterns
-from attn.traces.diagnose import ADVICE, chapter
 from attn.traces.diagnose import diagnose as diagnose_trace
+from attn.traces.findings import FINDINGS
 from attn.traces.trace import Trace, load_trace, read_trace
-from attn.traces.units import time_text
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402
-
-diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  # as the CLI calls it
-
-ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT / "tests/fixtures/realtraces"
-CPU_SET = next((ROOT / "profiles").glob("cpu*/index.json")).parent  # the committed CPU set
-FIXTURE = ROOT / "tests/fixtures/cuda_naive_trace.json"
-
-
-def kinds(result: dict) -> dict[str, int]:
-    return {f["kind"]: f["count"] for f in result["findings"]}
-
-
-def implementations(result: dict) -> list[str]:
-    return [row["implementation"] for row in result["attention"]]
-
-
-def real(folder: str) -> dict:
-    (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
-    return load_trace(path)
-
-
-@functools.cache
-def traced(folder: str) -> Trace:
-    """A real trace parsed once for all the tests that read it (diagnose changes nothing in it)."""
-    return Trace(real(folder))
-
-
-# --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
-
-OURS = {  # variant -> (implementation, compiled, findings)
-    "naive": ("eager", False, {"out_of_place_masked_fill": 3, "eager_attention": 3}),
-    "inplace": ("eager", False, {"eager_attention": 3}),
-    "sdpa_math": ("sdpa_math", False, {}),
-    "sdpa_flash": ("sdpa_flash", False, {}),
-    "custom_cpu": ("custom", False, {}),
-    "compiled_naive": ("eager", True, {"eager_attention": 3}),
-    "compiled_additive": ("sdpa_flash", True, {}),
-    "flex_causal": ("flex", True, {}),
-    "flex_sliding_window": ("flex", True, {}),
-    "decode_repeat_kv": ("sdpa_flash", False, {"repeat_kv": 6}),
-    "decode_enable_gqa": ("sdpa_flash", False, {}),
-}
-
-
-@pytest.mark.parametrize("variant", sorted(OURS))
-def test_our_runs_are_named_and_diagnosed(variant):
-    path = CPU_SET / variant / "trace.json.gz"
-    if not path.is_file():
-        pytest.skip(f"no committed trace of {variant} on this checkout")
-    result = diagnose(read_trace(path))
-    implementation, compiled, found = OURS[variant]
-    (row,) = result["attention"]  # three forwards, one call each, all in attn_fwd
-    assert (row["implementation"], row["compiled"], row["where"], row["calls"]) == (
-        implementation, compiled, "attn_fwd", 3,
-    )  # fmt: skip
-    assert row["kernels_per_call"] is None and row["device_time_us_per_call"] is None  # a CPU run
-    assert kinds(result) == found
-    assert result["not_checked"] == []
+from diagnose_cases import (  # noqa: E402
+    CPU_SET,
+    FP32,
+    REAL,
+    diagnose,
+    implementations,
+    kinds,
+    raw,
+    real,
+    traced,
+    with_backward,
+)
 
 
 def test_each_sdpa_variant_is_named_after_its_backend():
     for spec in specs.SPECS:
         if spec.name.startswith("sdpa_"):
             assert patterns.sdpa(spec.name.removeprefix("sdpa_")) == spec.name
-
-
-def test_every_finding_points_at_a_page_and_gives_one_sentence():
-    for kind, advice in ADVICE.items():
-        assert (ROOT / "docs" / chapter(kind, specs.chapter_teaching)).is_file(), kind
-        assert advice.endswith(".") and ". " not in advice, kind
-
-
-# --- the GPU fixture, and what it becomes when it is changed --------------------------------------
-
-
-def fixture() -> dict:
-    return json.loads(FIXTURE.read_text())
-
-
-def test_gpu_naive_is_eager_and_its_masked_fill_copies():
-    result = diagnose(Trace(fixture()))
-    (row,) = result["attention"]
-    assert (row["implementation"], row["where"], row["calls"]) == ("eager", "attn_fwd", 2)
-    # First product to last: bmm, mul (of the scores), masked_fill_, softmax, bmm; the Memcpy
-    # is device work of the call, but no kernel.
-    assert row["kernels_per_call"] == 5 and row["device_time_us_per_call"] > 0
-    assert kinds(result) == {"out_of_place_masked_fill": 2, "eager_attention": 2}
-    # The trace's synchronizes follow attn_fwd, in the step: not inside the attention.
-    assert "sync_in_forward" not in kinds(result)
-
-
-def test_a_synchronize_inside_the_forward_is_found():
-    raw = fixture()
-    for e in raw["traceEvents"]:
-        if e.get("name") == "cudaDeviceSynchronize" and e["ts"] < 1300:
-            e.update(ts=1130.0, dur=3.0)  # inside the first attn_fwd (1000 to 1134)
-    result = diagnose(Trace(raw))
-    assert kinds(result)["sync_in_forward"] == 1
-    assert next(f for f in result["findings"] if f["kind"] == "sync_in_forward")["chapter"] == (
-        "reading-a-profile.md"
-    )
 
 
 def test_without_cpu_ops_the_kernels_still_answer():
@@ -137,85 +46,8 @@ def test_without_cpu_ops_the_kernels_still_answer():
     (row,) = result["attention"]
     assert (row["implementation"], row["calls"], row["kernels_per_call"]) == ("sdpa_flash", 4, 1)
     assert result["findings"] == []
-    assert {g["kind"] for g in result["not_checked"]} == set(ADVICE)
+    assert {g["kind"] for g in result["not_checked"]} == {f.kind for f in FINDINGS}
     assert all("no CPU ops" in g["why"] for g in result["not_checked"])
-
-
-# --- hand-made traces: SDPA's math backend on a GPU, with and without shapes ----------------------
-
-
-def sdpa_on_gpu(backend_op: str, args: dict) -> dict:
-    """One attn_fwd calling SDPA, whose backend op launches one kernel."""
-    cpu = {"ph": "X", "pid": 1, "tid": 1}
-    return {
-        "traceEvents": [
-            {**cpu, "cat": "user_annotation", "name": "attn_fwd", "ts": 0, "dur": 100},
-            {**cpu, "cat": "cpu_op", "name": "aten::scaled_dot_product_attention", "ts": 10,
-             "dur": 50, "args": args},
-            {**cpu, "cat": "cpu_op", "name": backend_op, "ts": 11, "dur": 48, "args": args},
-            {**cpu, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 12, "dur": 2,
-             "args": {"correlation": 7}},
-            {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "ampere_sgemm_128x64_nn",
-             "ts": 40, "dur": 30, "args": {"correlation": 7}},
-        ]
-    }  # fmt: skip
-
-
-FP32 = {"Input Dims": [[1, 8, 128, 64]] * 3 + [[128, 128]], "Input type": ["float"] * 4}
-
-
-def test_math_on_a_gpu_is_a_fallback_with_its_reasons():
-    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", FP32)))
-    assert implementations(result) == ["sdpa_math"]
-    assert kinds(result) == {"math_fallback": 1, "fp32_attention_on_gpu": 1}
-    (math,) = [f for f in result["findings"] if f["kind"] == "math_fallback"]
-    assert "float inputs" in math["detail"] and "attn_mask of shape [128, 128]" in math["detail"]
-    assert math["chapter"] == "sdpa.md"
-
-
-def test_without_shapes_the_reason_and_the_dtype_are_not_guessed():
-    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", {})))
-    (math,) = result["findings"]
-    assert math["kind"] == "math_fallback" and "record_shapes" in math["detail"]
-    assert [g["kind"] for g in result["not_checked"]] == ["fp32_attention_on_gpu"]
-
-
-def test_a_fused_backend_on_bf16_is_no_finding():
-    bf16 = {"Input Dims": [[1, 8, 128, 64]] * 3, "Input type": ["c10::BFloat16"] * 3}
-    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_efficient_attention", bf16)))
-    assert implementations(result) == ["sdpa_efficient"] and result["findings"] == []
-
-
-# --- a CPU profile of Hugging Face's repeat_kv, recorded here ---------------------------------------
-
-
-def profiled(fn, tmp_path) -> Trace:
-    q, k, v = torch.randn(1, 8, 4, 16), torch.randn(1, 2, 32, 16), torch.randn(1, 2, 32, 16)
-    with profile(record_shapes=True) as prof, torch.no_grad(), record_function("attn_fwd"):
-        fn(q, k, v)
-    prof.export_chrome_trace(str(tmp_path / "trace.json"))
-    return read_trace(tmp_path / "trace.json")
-
-
-def hf_repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    b, heads, s, d = x.shape
-    return x[:, :, None, :, :].expand(b, heads, n_rep, s, d).reshape(b, heads * n_rep, s, d)
-
-
-def test_kv_expanded_then_copied_before_sdpa_is_repeat_kv(tmp_path):
-    def attention(q, k, v):
-        return F.scaled_dot_product_attention(q, hf_repeat_kv(k, 4), hf_repeat_kv(v, 4))
-
-    result = diagnose(profiled(attention, tmp_path))
-    assert implementations(result) == ["sdpa_flash"] and kinds(result) == {"repeat_kv": 2}
-    assert result["findings"][0]["chapter"] == "decoding.md"
-
-
-def test_enable_gqa_is_no_finding(tmp_path):
-    def attention(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-
-    assert diagnose(profiled(attention, tmp_path))["findings"] == []
 
 
 # --- real traces recorded by others ---------------------------------------------------------------
@@ -282,12 +114,6 @@ def test_real_traces(folder):
     assert seen == REAL_CASES[folder]
     if not seen:  # no attention: nothing to find, nothing left unchecked
         assert result["findings"] == result["not_checked"] == []
-
-
-@functools.cache
-def raw(folder: str) -> dict:
-    (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
-    return realtrace_count.load(path)
 
 
 FLASH = "aten::_scaled_dot_product_flash_attention"
@@ -374,18 +200,6 @@ def test_two_kinds_of_call_each_with_its_share():
     assert result["trace"]["device_time_us"] >= device[1]  # kernels, memcpy and memset
 
 
-def test_timesformer_is_eager_and_every_finding_is_checked():
-    result = diagnose(traced("tracelens-h100-timesformer-eager-softmax"))
-    assert kinds(result) == {"eager_attention": 24} and result["not_checked"] == []
-
-
-def test_a_graph_replay_says_what_it_cannot_check():
-    result = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))
-    assert result["findings"] == []
-    assert {g["kind"] for g in result["not_checked"]} == set(ADVICE)
-    assert all("graph replay" in g["why"] for g in result["not_checked"])
-
-
 def oracle(folder: str) -> list[dict]:
     """TraceLens's own per-op analysis of the trace, beside it: its attention rows."""
     (path,) = (REAL / folder).glob("tracelens_*.csv")
@@ -447,65 +261,6 @@ def test_one_shape_two_kernels_is_two_kinds_of_call():
     }
 
 
-# --- the command line -----------------------------------------------------------------------------
-
-
-def test_cli_writes_the_json_shape_and_prints_a_table(tmp_path, capsys):
-    path = next((REAL / "tracelens-h100-bert-small-sdpa-flash").glob("*.json.gz"))
-    out = tmp_path / "diagnosis.json"
-    assert cli.main(["diagnose", str(path), "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
-    (row,) = result["attention"]
-    assert set(row) >= {
-        "implementation", "compiled", "where", "calls", "kernels_per_call",
-        "device_time_us_per_call",
-    }  # fmt: skip
-    assert result["findings"] == [] and result["trace"]["device_name"] == "NVIDIA H100 80GB HBM3"
-    printed = capsys.readouterr().out
-    assert "sdpa_flash" in printed and "pytorch_flash::flash_fwd_kernel" in printed
-
-
-def test_cli_names_a_finding_and_its_chapter(capsys):
-    assert cli.main(["diagnose", str(CPU_SET / "naive/trace.json.gz")]) == 0
-    printed = capsys.readouterr().out
-    assert "out_of_place_masked_fill" in printed and "inplace.md" in printed
-
-
-@pytest.mark.parametrize(
-    "text, says",
-    [
-        ('{"hello": 1}', "not a Chrome trace"),
-        (
-            '{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon"}]}',
-            "an event that cannot be read",
-        ),
-    ],
-)
-def test_a_non_trace_gets_one_line(tmp_path, capsys, text, says):
-    bad = tmp_path / "notes.json"
-    bad.write_text(text)
-    assert cli.main(["diagnose", str(bad)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and says in err
-
-
-def test_what_a_graph_replay_cannot_tell_is_said_once(capsys):
-    trace = REAL / "tracelens-mi300x-sglang-decode-graph/sglang_Qwen3-8B_decode.json.gz"
-    assert cli.main(["diagnose", str(trace)]) == 0
-    printed = " ".join(capsys.readouterr().out.split())
-    assert printed.count("not checked") == 1 and "sync_in_forward: not checked" in printed
-
-
-def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
-    trace = fixture()
-    trace["traceEvents"] = [e for e in trace["traceEvents"] if "softmax" not in e.get("name", "")]
-    (tmp_path / "trace.json").write_text(json.dumps(trace))
-    assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
-    first, *lint = capsys.readouterr().out.strip().splitlines()
-    assert first == "No attention found in this trace."
-    assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
-
-
 # --- backward rows: our training runs, and a hand-made GPU backward --------------------------------
 
 TRAINING = {  # variant -> (implementation, the autograd node its attention's backward runs)
@@ -540,38 +295,6 @@ def test_a_training_step_has_a_backward_row_per_call(variant):
     assert realtrace_count.backward_nodes(realtrace_count.load(path), node) == 3
     ratio = backward["backward_forward_ratio"]
     assert ratio["of"] == "CPU time" and 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
-
-
-def with_backward(args: dict) -> dict:
-    """sdpa_on_gpu's math call, its op numbered 5, and its backward on autograd's own thread: the
-    node numbered 5 launches two kernels."""
-    trace = sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args | {"Sequence number": 5})
-    bwd = {"ph": "X", "pid": 1, "tid": 2}
-    trace["traceEvents"] += [
-        {**bwd, "cat": "cpu_op", "name": "autograd::engine::evaluate_function: SafeSoftmaxBackward0",
-         "ts": 200, "dur": 40, "args": {"Sequence number": 5, "Fwd thread id": 1}},
-        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 205, "dur": 2,
-         "args": {"correlation": 8}},
-        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 210, "dur": 2,
-         "args": {"correlation": 9}},
-        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "softmax_backward_kernel",
-         "ts": 220, "dur": 45, "args": {"correlation": 8}},
-        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "ampere_sgemm_128x64_nt",
-         "ts": 270, "dur": 15, "args": {"correlation": 9}},
-    ]  # fmt: skip
-    return trace
-
-
-def test_a_math_backward_on_a_gpu_is_linked_and_found():
-    result = diagnose(Trace(with_backward(FP32)))
-    forward, backward = result["attention"]
-    assert (backward["implementation"], backward["pass"], backward["kernels_per_call"]) == (
-        "sdpa_math", "backward", 2,
-    )  # fmt: skip
-    assert backward["backward_forward_ratio"]["median"] == pytest.approx((45 + 15) / 30)
-    assert kinds(result)["math_backward"] == 1
-    (math,) = [f for f in result["findings"] if f["kind"] == "math_backward"]
-    assert "float inputs" in math["detail"] and math["chapter"] == "training.md"
 
 
 def test_without_sequence_numbers_a_backward_is_not_linked():
@@ -659,104 +382,6 @@ def test_kernels_only_are_split_where_their_time_jumps():
         (2, [10.0, 11.0]),
         (2, [100.0, 104.0]),
     ]
-
-
-# --- findings on copies and masks -----------------------------------------------------------------
-
-
-def test_q_k_v_made_contiguous_before_sdpa_are_copies(tmp_path):
-    def attention(q, k, v):
-        q, k, v = (
-            x.transpose(1, 2).contiguous() for x in (q, k, v)
-        )  # [b, s, h, d] -> [b, h, s, d]
-        return F.scaled_dot_product_attention(q, k, v)
-
-    def views(q, k, v):
-        return F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)))
-
-    q = k = v = torch.randn(1, 32, 4, 16)
-    for fn, found in ((attention, {"qkv_copies": 3}), (views, {})):
-        with profile(record_shapes=True) as prof, torch.no_grad(), record_function("attn_fwd"):
-            fn(q, k, v)
-        prof.export_chrome_trace(str(tmp_path / "trace.json"))
-        assert kinds(diagnose(read_trace(tmp_path / "trace.json"))) == found
-
-
-def test_the_a100_multi_query_trace_and_its_findings_equal_a_count_of_the_raw_json():
-    """Ten MultiQueryAttention calls: each masks out of place (an aten::clone, a Memcpy DtoD),
-    builds its causal mask (aten::tril), and broadcasts K and V over eight heads in its two
-    matmuls, which copy them."""
-    folder = "switchtransformers-a100-eager-mqa-fp32"
-    result = diagnose(traced(folder))
-    events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
-    names = [e["name"] for e in events]
-    broadcast = [
-        e for e in events if e["name"] == "aten::matmul"
-        and [d[1] for d in e["args"]["Input Dims"]] in ([8, 1], [1, 8])
-    ]  # fmt: skip
-    assert kinds(result) == {
-        "out_of_place_masked_fill": names.count("aten::masked_fill"),
-        "eager_attention": 10,
-        "repeat_kv": len(broadcast),
-        "mask_per_call": names.count("aten::tril"),
-        "fp32_attention_on_gpu": 10,
-    }
-    assert len(broadcast) == 20 and names.count("aten::masked_fill") == 10
-    copies = [e for e in events if e["name"].startswith("Memcpy DtoD")]
-    assert len(copies) == 10  # one per masked_fill's clone
-
-
-# --- trace lint, and a folder given as the trace ----------------------------------------------------
-
-
-def test_lint_says_what_in_the_trace_misleads():
-    cpu = {"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op"}
-    overlapping = {
-        "traceEvents": [
-            {**cpu, "name": "aten::a", "ts": 0, "dur": 10},
-            {**cpu, "name": "aten::b", "ts": 5, "dur": 10},  # starts in a, ends after it
-            {**cpu, "name": "aten::c", "ts": 6, "dur": 2},  # nests in a and in b
-        ]
-    }
-    (line, *rest) = diagnose(Trace(overlapping))["lint"]
-    assert line.startswith("1 complete event(s) overlap") and "Perfetto" in line
-    assert any("no device activity" in r for r in rest) and any(
-        "no input shapes" in r for r in rest
-    )
-    graph = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))["lint"]
-    launches = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
-                if e.get("name") == "hipGraphLaunch"]  # fmt: skip
-    ids = {e["args"]["correlation"] for e in launches}
-    replayed = [e for e in raw("tracelens-mi300x-sglang-decode-graph")["traceEvents"]
-                if e.get("cat") == "kernel" and e.get("args", {}).get("correlation") in ids]  # fmt: skip
-    assert f"{len(replayed)} kernel(s) were replayed from {len(launches)} CUDA/HIP graph" in (
-        " ".join(graph)
-    )
-    clean = diagnose(traced("tracelens-mi300x-compiled-sdpa"))["lint"]
-    assert clean == []
-
-
-def test_a_folder_given_as_the_trace_gets_one_line(tmp_path, capsys):
-    assert cli.main(["diagnose", str(tmp_path)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "directory" in err.lower()
-
-
-def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_raw_json():
-    """Qwen2's attention makes q, k and v contiguous before every SDPA call on CUDA: three copies
-    per call, whose device time the finding sets beside the flash kernel's."""
-    folder = "tracelens-h100-qwen1.5-sdpa-flash"
-    result = diagnose(traced(folder))
-    (found,) = result["findings"]
-    count, copies_us = realtrace_count.ops_named(raw(folder), "aten::contiguous", [16, 16, 559, 64])
-    calls, _, attention_us = realtrace_count.op_calls(
-        raw(folder), "aten::_scaled_dot_product_flash_attention"
-    ).popitem()[1]
-    assert (found["kind"], found["count"]) == ("qkv_copies", count) and count == 3 * calls
-    assert found["detail"] == (
-        f"the copies take {time_text(copies_us / calls)} per call on the device, the attention "
-        f"{time_text(attention_us)}"
-    )
 
 
 # --- many tiny events: one pass over them, not one per event (20k took 12 s, 1M was killed) -------
@@ -885,21 +510,3 @@ def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
         ("backward", 1),
     ]
     assert rows[1]["backward_forward_ratio"]["median"] == pytest.approx(5 / 10)
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        {"Input Dims": [1, 2, 3], "Input type": ["float"] * 3},
-        {"Input Dims": [[1], None, "z"], "Input type": [None, 5, []]},
-        {"Input Dims": [[2, 3, "a"], [], [], 7], "Input type": ["float"] * 3},
-        {"Input Dims": "x", "Input type": "y"},
-    ],
-    ids=["ints", "nulls", "a string dim", "strings"],
-)
-def test_malformed_input_dims_are_not_read_not_a_traceback(args):
-    """Each raised a TypeError deep in the math-fallback check."""
-    result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args)))
-    (math,) = result["findings"]
-    assert math["kind"] == "math_fallback" and "record_shapes" in math["detail"]
-    assert [g["kind"] for g in result["not_checked"]] == ["fp32_attention_on_gpu"]

@@ -1,7 +1,7 @@
 """Real GPU traces recorded by other projects (tests/fixtures/realtraces/, each with its SOURCE.txt).
 
 Every count the analyser reports per range is compared with tests/realtrace_count.py, a second
-counter written straight from the raw JSON that shares no code with attn.profiling.
+counter written straight from the raw JSON that shares no code with the attn package.
 """
 
 import gzip

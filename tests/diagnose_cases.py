@@ -1,0 +1,91 @@
+"""What the diagnose tests share: diagnose as the command line calls it, real traces parsed once
+for every test module that reads them, the GPU fixture, and hand-made traces of SDPA on a GPU."""
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+from attn import specs
+from attn.traces.diagnose import diagnose as diagnose_trace
+from attn.traces.trace import Trace, load_trace
+
+sys.path.insert(0, str(Path(__file__).parent))
+import realtrace_count  # noqa: E402
+
+diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  # as the CLI calls it
+
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT / "tests/fixtures/realtraces"
+CPU_SET = next((ROOT / "profiles").glob("cpu*/index.json")).parent  # the committed CPU set
+FIXTURE = ROOT / "tests/fixtures/cuda_naive_trace.json"
+
+
+def kinds(result: dict) -> dict[str, int]:
+    return {f["kind"]: f["count"] for f in result["findings"]}
+
+
+def implementations(result: dict) -> list[str]:
+    return [row["implementation"] for row in result["attention"]]
+
+
+def real(folder: str) -> dict:
+    (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return load_trace(path)
+
+
+@functools.cache
+def traced(folder: str) -> Trace:
+    """A real trace parsed once for all the tests that read it (diagnose changes nothing in it)."""
+    return Trace(real(folder))
+
+
+def fixture() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+def sdpa_on_gpu(backend_op: str, args: dict) -> dict:
+    """One attn_fwd calling SDPA, whose backend op launches one kernel."""
+    cpu = {"ph": "X", "pid": 1, "tid": 1}
+    return {
+        "traceEvents": [
+            {**cpu, "cat": "user_annotation", "name": "attn_fwd", "ts": 0, "dur": 100},
+            {**cpu, "cat": "cpu_op", "name": "aten::scaled_dot_product_attention", "ts": 10,
+             "dur": 50, "args": args},
+            {**cpu, "cat": "cpu_op", "name": backend_op, "ts": 11, "dur": 48, "args": args},
+            {**cpu, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 12, "dur": 2,
+             "args": {"correlation": 7}},
+            {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "ampere_sgemm_128x64_nn",
+             "ts": 40, "dur": 30, "args": {"correlation": 7}},
+        ]
+    }  # fmt: skip
+
+
+FP32 = {"Input Dims": [[1, 8, 128, 64]] * 3 + [[128, 128]], "Input type": ["float"] * 4}
+
+
+@functools.cache
+def raw(folder: str) -> dict:
+    (path,) = [p for p in (REAL / folder).iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return realtrace_count.load(path)
+
+
+def with_backward(args: dict) -> dict:
+    """sdpa_on_gpu's math call, its op numbered 5, and its backward on autograd's own thread: the
+    node numbered 5 launches two kernels."""
+    trace = sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args | {"Sequence number": 5})
+    bwd = {"ph": "X", "pid": 1, "tid": 2}
+    trace["traceEvents"] += [
+        {**bwd, "cat": "cpu_op", "name": "autograd::engine::evaluate_function: SafeSoftmaxBackward0",
+         "ts": 200, "dur": 40, "args": {"Sequence number": 5, "Fwd thread id": 1}},
+        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 205, "dur": 2,
+         "args": {"correlation": 8}},
+        {**bwd, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 210, "dur": 2,
+         "args": {"correlation": 9}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "softmax_backward_kernel",
+         "ts": 220, "dur": 45, "args": {"correlation": 8}},
+        {"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": "ampere_sgemm_128x64_nt",
+         "ts": 270, "dur": 15, "args": {"correlation": 9}},
+    ]  # fmt: skip
+    return trace

@@ -1,0 +1,50 @@
+"""The report (attn.traces.report) as `python -m attn.profiling diagnose` prints it."""
+
+import json
+import sys
+from pathlib import Path
+
+from attn.profiling import cli
+
+sys.path.insert(0, str(Path(__file__).parent))
+from diagnose_cases import CPU_SET, REAL, fixture  # noqa: E402
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def test_cli_writes_the_json_shape_and_prints_a_table(tmp_path, capsys):
+    path = next((REAL / "tracelens-h100-bert-small-sdpa-flash").glob("*.json.gz"))
+    out = tmp_path / "diagnosis.json"
+    assert cli.main(["diagnose", str(path), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (row,) = result["attention"]
+    assert set(row) >= {
+        "implementation", "compiled", "where", "calls", "kernels_per_call",
+        "device_time_us_per_call",
+    }  # fmt: skip
+    assert result["findings"] == [] and result["trace"]["device_name"] == "NVIDIA H100 80GB HBM3"
+    printed = capsys.readouterr().out
+    assert "sdpa_flash" in printed and "pytorch_flash::flash_fwd_kernel" in printed
+
+
+def test_cli_names_a_finding_and_its_chapter(capsys):
+    assert cli.main(["diagnose", str(CPU_SET / "naive/trace.json.gz")]) == 0
+    printed = capsys.readouterr().out
+    assert "out_of_place_masked_fill" in printed and "inplace.md" in printed
+
+
+def test_what_a_graph_replay_cannot_tell_is_said_once(capsys):
+    trace = REAL / "tracelens-mi300x-sglang-decode-graph/sglang_Qwen3-8B_decode.json.gz"
+    assert cli.main(["diagnose", str(trace)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed.count("not checked") == 1 and "sync_in_forward: not checked" in printed
+
+
+def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
+    trace = fixture()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if "softmax" not in e.get("name", "")]
+    (tmp_path / "trace.json").write_text(json.dumps(trace))
+    assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
+    first, *lint = capsys.readouterr().out.strip().splitlines()
+    assert first == "No attention found in this trace."
+    assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
