@@ -210,11 +210,74 @@ def test_unavailable_variant_shows_its_reason(profiles):
         ("<!-- profile-guess: speed naive -->", r"sdpa\.md: unknown guess 'speed'.*top-ops"),
         ("<!-- profile-guess: fewer-ops naive -->", r"sdpa\.md: the guess 'fewer-ops' names 2"),
         ("<!-- profile-guess: top-ops sdpa_magic -->", r"sdpa\.md.*'sdpa_magic'"),
+        ('<!-- profile-excerpt: "attn/sdpa.py:forward -->', r"sdpa\.md: .*No closing quotation"),
     ],
 )
 def test_a_marker_that_cannot_render_fails_the_build_naming_the_page(profiles, marker, says):
     with pytest.raises(PluginError, match=says):
         expand(f"text\n{marker}\n", "sdpa.md", profiles)
+
+
+# --- excerpts of the source files ----------------------------------------------------------------
+
+
+def test_an_excerpt_is_a_titled_include_and_a_note_linking_the_whole_file(profiles):
+    out = expand(
+        '<!-- profile-excerpt: attn/naive.py:forward "the forward" -->', "naive.md", profiles
+    )
+    assert out == (
+        '\n```python title="attn/naive.py (the forward, excerpt)"\n'
+        '--8<-- "attn/naive.py:forward"\n```\n\n'
+        '<small class="attn-excerpt">An excerpt. The whole file: '
+        "[`attn/naive.py`](attn/naive.py).</small>\n"
+    )
+    marker = '<!-- profile-excerpt: attn/inplace.py:forward "the forward" hl_lines="7" -->'
+    out = expand(marker, "chapters/inplace.md", profiles)
+    assert '```python title="attn/inplace.py (the forward, excerpt)" hl_lines="7"\n' in out
+    assert "[`attn/inplace.py`](../attn/inplace.py)" in out  # relative to the page
+    cpp = expand(
+        "<!-- profile-excerpt: csrc/cpu/flash_attention_cpu.cpp:core -->", "x.md", profiles
+    )
+    assert cpp.startswith('\n```cpp title="csrc/cpu/flash_attention_cpu.cpp (excerpt)"\n')
+    tab = expand('    <!-- profile-excerpt: attn/decode.py:repeat "x" -->', "x.md", profiles)
+    assert '\n    --8<-- "attn/decode.py:repeat"\n    ```\n\n    <small' in tab  # indented
+
+
+def test_an_excerpt_holds_the_files_own_lines_once_snippets_has_run(profiles):
+    """The hook runs before the Markdown extensions, so pymdownx.snippets includes the section."""
+    import markdown
+
+    page = expand('<!-- profile-excerpt: attn/naive.py:forward "the forward" -->', "x.md", profiles)
+    config = {"base_path": [str(ROOT)], "check_paths": True, "dedent_subsections": True}
+    html = markdown.markdown(
+        page,
+        extensions=["pymdownx.snippets", "pymdownx.superfences"],
+        extension_configs={"pymdownx.snippets": config},
+    )
+    assert "masked_fill" in html and "--8&lt;--" not in html and "8<--" not in html
+    assert 'href="attn/naive.py"' in html
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("attn/nowhere.py:forward", "no file attn/nowhere.py in the repository"),
+        (
+            "attn/naive.py:backward",
+            "attn/naive.py has no section 'backward'; its sections: forward",
+        ),
+        ("attn/naive.py", "'attn/naive.py' names no section: write PATH:SECTION"),
+        ("attn/traces/units.py:x", "attn/traces/units.py is not published, so the note cannot"),
+        ("README.md:x", "README.md: no fence language for its suffix"),
+        ('attn/naive.py:forward "a" "b"', "one title in quotes and fence options"),
+    ],
+)
+def test_an_excerpt_that_cannot_render_fails_naming_the_page_and_the_marker(profiles, target, says):
+    with pytest.raises(PluginError) as e:
+        expand(f"text\n<!-- profile-excerpt: {target} -->\n", "naive.md", profiles)
+    path = target.split()[0]
+    assert str(e.value).startswith(f"naive.md: <!-- profile-excerpt: {path} -->: "), str(e.value)
+    assert says in str(e.value)
 
 
 def _guesses(out: str) -> dict[str, dict[str, str]]:

@@ -1,12 +1,15 @@
-"""MkDocs hook: replace the profile markers of a page with the artifacts under profiles/.
+"""MkDocs hook: replace the markers of a page with the artifacts under profiles/, and with excerpts of
+the source files.
 
 Written the way Material for MkDocs' hooks/shortcodes.py is: one regex finds the markers, RENDERERS
 says which function renders each kind, and each renderer's docstring says what it writes. A marker
 stands alone on its line (inline code such as `<!-- profile: naive -->` is left alone), e.g.
 `<!-- profile: naive -->`, `<!-- profile-claim: naive clone-under-masked-fill -->` (a claim of the
-variant's spec in attn/specs.py, by key) or `<!-- profile-figure: scaling -->`. One that names an
-unknown variant, claim or figure fails the build. The sets are read and checked by profile_sets.py,
-and profile_text.py writes what a tab says of one; variants, claims and lessons come from attn.specs.
+variant's spec in attn/specs.py, by key), `<!-- profile-figure: scaling -->` or
+`<!-- profile-excerpt: attn/naive.py:forward "the forward" -->`; its arguments are read as a shell
+reads words, so a title in quotes is one. One that names an unknown variant, claim, figure, file or
+section fails the build. The sets are read and checked by profile_sets.py, and profile_text.py
+writes what a tab says of one; variants, claims and lessons come from attn.specs.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from excerpts import excerpt
 from guesses import QUESTIONS, form
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
@@ -453,6 +458,16 @@ def guess_tab(hw: dict, kind: str, names: tuple[str, ...]) -> str | None:
     return answer and form(question, list(names), answer, key)
 
 
+def render_excerpt(page: Page, target: str, *words: str) -> str:
+    """`<!-- profile-excerpt: PATH:SECTION "title" -->`: the section of a source file in a fence
+    titled "PATH (title, excerpt)", included by pymdownx.snippets, then a note linking the whole
+    file (docs/hooks/excerpts.py)."""
+    try:
+        return excerpt(target, words, page.link)
+    except ValueError as e:
+        raise page.error(f"<!-- profile-excerpt: {target} -->: {e}") from None
+
+
 RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more; its renderer)
     "profile": (1, render_variant),
     "profile-check": (1, render_check),
@@ -466,6 +481,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-chapters": (0, render_chapters),
     "profile-public": (1, render_public),
     "profile-guess": (None, render_guess),
+    "profile-excerpt": (None, render_excerpt),
 }
 
 
@@ -474,9 +490,13 @@ def expand(markdown: str, src_uri: str, root: Path, config: dict | None = None) 
     page = Page(src_uri, hardware_sets(Path(root)), config or {}, Path(root))
 
     def replace(m: re.Match) -> str:
-        marker, args = m[0].strip(), (m["args"] or "").split()
+        marker = m[0].strip()
         if m["kind"] not in RENDERERS:
             raise page.error(f"unknown marker {marker!r}; the markers: {', '.join(RENDERERS)}")
+        try:
+            args = shlex.split(m["args"] or "")
+        except ValueError as e:  # a quote left open
+            raise page.error(f"{marker!r}: {e}") from None
         arity, render = RENDERERS[m["kind"]]
         if len(args) != arity if arity is not None else not args:
             takes = "one or more" if arity is None else arity
