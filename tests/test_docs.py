@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -61,7 +62,8 @@ def fence_problems(text: str) -> list[str]:
                             "```python or put <!--pytest.mark.skip(reason=\"...\")--> before it")  # fmt: skip
         elif info == "python" and "--8<--" in body and not marked:
             problems.append(
-                f"line {lineno}: a snippet include cannot run; mark it skipped with a reason"
+                f"line {lineno}: a snippet include cannot run; write it as an excerpt marker, "
+                "<!-- profile-excerpt: PATH:SECTION -->"
             )
         elif lang in SHELLS and not marked:
             problems.append(f"line {lineno}: ```{info} blocks are run by pytest-codeblocks; use ```shell "
@@ -112,13 +114,24 @@ def test_snippets_fail_the_build_on_missing_paths():
     assert snippets_config()["check_paths"] is True
 
 
+def includes(text: str) -> list[str]:
+    """The PATH:SECTION of every snippet include and every excerpt marker (which the hook turns into
+    an include) of a page."""
+    excerpts = [
+        shlex.split(m["args"])[0]
+        for m in hook.MARKER.finditer(text)
+        if m["kind"] == "profile-excerpt"
+    ]
+    return [m["target"] for m in SNIPPET.finditer(text)] + excerpts
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_snippet_include_resolves(path):
     bases = [ROOT / b for b in snippets_config()["base_path"]]
-    for m in SNIPPET.finditer(path.read_text(encoding="utf-8")):
-        file, _, section = m["target"].partition(":")
+    for target in includes(path.read_text(encoding="utf-8")):
+        file, _, section = target.partition(":")
         found = [b / file for b in bases if (b / file).is_file()]
-        assert found, f"{m['target']}: no {file} under {[str(b.relative_to(ROOT)) for b in bases]}"
+        assert found, f"{target}: no {file} under {[str(b.relative_to(ROOT)) for b in bases]}"
         source = found[0].read_text(encoding="utf-8")
         if section and not re.fullmatch(r"[\d:,-]+", section):  # a named section, not line numbers
             for edge in ("start", "end"):
@@ -139,6 +152,10 @@ def test_every_marker_names_a_known_variant_claim_or_figure():
                 continue
             if kind in ("profile-env", "profile-glance", "profile-chapters"):
                 assert not names, f"{path.name}: {m[0]} takes no arguments"
+                continue
+            if kind == "profile-excerpt":  # PATH:SECTION of a file sources.py publishes whole
+                file = names[0].partition(":")[0]
+                assert file in sys.modules["sources"].source_paths(), f"{path.name}: {m[0]}"
                 continue
             if kind == "profile-public":  # a trace recorded by others, shown by its own chapter
                 (folder,) = names

@@ -23,6 +23,7 @@ import pytest
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
+from test_traces_figure_tables import BENCH  # benchmark.json's rows
 
 from attn import specs
 from attn.traces import layout
@@ -33,7 +34,7 @@ HOOKS = ROOT / "docs/hooks"
 
 def load_hook():
     """docs/hooks/profiles.py, loaded by path with its folder on sys.path, as MkDocs does."""
-    sys.path.insert(0, str(HOOKS))  # the hook imports profile_sets, beside it
+    sys.path.insert(0, str(HOOKS))  # the hook imports its modules beside it
     spec = importlib.util.spec_from_file_location("profiles_hook", HOOKS / "profiles.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -209,11 +210,74 @@ def test_unavailable_variant_shows_its_reason(profiles):
         ("<!-- profile-guess: speed naive -->", r"sdpa\.md: unknown guess 'speed'.*top-ops"),
         ("<!-- profile-guess: fewer-ops naive -->", r"sdpa\.md: the guess 'fewer-ops' names 2"),
         ("<!-- profile-guess: top-ops sdpa_magic -->", r"sdpa\.md.*'sdpa_magic'"),
+        ('<!-- profile-excerpt: "attn/sdpa.py:forward -->', r"sdpa\.md: .*No closing quotation"),
     ],
 )
 def test_a_marker_that_cannot_render_fails_the_build_naming_the_page(profiles, marker, says):
     with pytest.raises(PluginError, match=says):
         expand(f"text\n{marker}\n", "sdpa.md", profiles)
+
+
+# --- excerpts of the source files ----------------------------------------------------------------
+
+
+def test_an_excerpt_is_a_titled_include_and_a_note_linking_the_whole_file(profiles):
+    out = expand(
+        '<!-- profile-excerpt: attn/naive.py:forward "the forward" -->', "naive.md", profiles
+    )
+    assert out == (
+        '\n```python title="attn/naive.py (the forward, excerpt)"\n'
+        '--8<-- "attn/naive.py:forward"\n```\n\n'
+        '<small class="attn-excerpt">An excerpt. The whole file: '
+        "[`attn/naive.py`](attn/naive.py).</small>\n"
+    )
+    marker = '<!-- profile-excerpt: attn/inplace.py:forward "the forward" hl_lines="7" -->'
+    out = expand(marker, "chapters/inplace.md", profiles)
+    assert '```python title="attn/inplace.py (the forward, excerpt)" hl_lines="7"\n' in out
+    assert "[`attn/inplace.py`](../attn/inplace.py)" in out  # relative to the page
+    cpp = expand(
+        "<!-- profile-excerpt: csrc/cpu/flash_attention_cpu.cpp:core -->", "x.md", profiles
+    )
+    assert cpp.startswith('\n```cpp title="csrc/cpu/flash_attention_cpu.cpp (excerpt)"\n')
+    tab = expand('    <!-- profile-excerpt: attn/decode.py:repeat "x" -->', "x.md", profiles)
+    assert '\n    --8<-- "attn/decode.py:repeat"\n    ```\n\n    <small' in tab  # indented
+
+
+def test_an_excerpt_holds_the_files_own_lines_once_snippets_has_run(profiles):
+    """The hook runs before the Markdown extensions, so pymdownx.snippets includes the section."""
+    import markdown
+
+    page = expand('<!-- profile-excerpt: attn/naive.py:forward "the forward" -->', "x.md", profiles)
+    config = {"base_path": [str(ROOT)], "check_paths": True, "dedent_subsections": True}
+    html = markdown.markdown(
+        page,
+        extensions=["pymdownx.snippets", "pymdownx.superfences"],
+        extension_configs={"pymdownx.snippets": config},
+    )
+    assert "masked_fill" in html and "--8&lt;--" not in html and "8<--" not in html
+    assert 'href="attn/naive.py"' in html
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("attn/nowhere.py:forward", "no file attn/nowhere.py in the repository"),
+        (
+            "attn/naive.py:backward",
+            "attn/naive.py has no section 'backward'; its sections: forward",
+        ),
+        ("attn/naive.py", "'attn/naive.py' names no section: write PATH:SECTION"),
+        ("attn/traces/units.py:x", "attn/traces/units.py is not published, so the note cannot"),
+        ("README.md:x", "README.md: no fence language for its suffix"),
+        ('attn/naive.py:forward "a" "b"', "one title in quotes and fence options"),
+    ],
+)
+def test_an_excerpt_that_cannot_render_fails_naming_the_page_and_the_marker(profiles, target, says):
+    with pytest.raises(PluginError) as e:
+        expand(f"text\n<!-- profile-excerpt: {target} -->\n", "naive.md", profiles)
+    path = target.split()[0]
+    assert str(e.value).startswith(f"naive.md: <!-- profile-excerpt: {path} -->: "), str(e.value)
+    assert says in str(e.value)
 
 
 def _guesses(out: str) -> dict[str, dict[str, str]]:
@@ -353,18 +417,6 @@ def test_claim_marker_keeps_the_indent_of_its_tab(profiles):
     out = expand(page, "naive.md", profiles)
     assert '\n    !!! success "Masking clones' in out
     assert "\n        ✓ **holds** on CPU" in out
-
-
-BENCH = [
-    {"variant": v, "batch": 1, "heads": 8, "seq": 512, "head_dim": 64, "is_causal": True,
-     "dtype": "float32", "time_us": t, "tflops": 0.1, **extra}
-    for v, t, extra in (
-        ("sdpa_flash", 200.0, {}),
-        ("custom_cpu", 150.0, {"ratio_to_flash": 0.75}),
-        ("inplace", 900.0, {}),
-        ("sdpa_math", 1800.0, {}),
-    )
-]  # fmt: skip
 
 
 def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
@@ -539,34 +591,13 @@ def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
     assert "NVIDIA H200" not in out  # that set has no scaling picture
 
 
-def test_benchmark_figure_lists_ratios_to_flash_with_the_shape(profiles):
+def test_benchmark_figure_shows_its_table_closed_under_the_picture(profiles):
     add_benchmark(profiles / "cpu", BENCH)
     out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
-    head = f"| variant | dtype, seq × head_dim | time | ÷ {specs.BENCHMARK_BASELINE} |"
-    assert head in out
-    shape = "float32<br><small>512 × 64, causal</small>"
-    assert f"| `custom_cpu` | {shape} | 150.0 µs | 0.75 |" in out
-    assert "Batch × heads: 1 × 8." in out  # the same for every row: said once, above
-    assert "`inplace` |" not in out  # only our kernels get a ratio row
-    assert "Vector ISA" not in out  # a run from before benchmark.json recorded it
-    add_benchmark(profiles / "cpu", [{**r, "cpu_capability": "AVX2"} for r in BENCH])
-    out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
-    assert "Vector ISA of this run: AVX2 (`torch.backends.cpu.get_cpu_capability()`)" in out
-    assert "and so did `custom_cpu`" in out
-    timed = [
-        {**r, "low_us": r["time_us"] * 0.9, "high_us": r["time_us"] * 1.1, "matmul_tflops": 0.5,
-         "cpu_capability": "AVX2",
-         "ceiling_share": 0.2, **({"ratio_low": 0.61, "ratio_high": 0.92} if "ratio_to_flash" in r else {})}
-        for r in BENCH
-    ]  # fmt: skip
-    add_benchmark(profiles / "cpu", timed)
-    out = expand("<!-- profile-figure: benchmark -->", "custom-kernels.md", profiles)
-    assert "matmul ceiling, a large `torch.mm` timed in the same run: 0.5 TFLOP/s in float32" in out
-    row = (
-        "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
-        "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"
-    )
-    assert row in out
+    assert out.index("(profiles/cpu/benchmark.svg)") < out.index('??? abstract "The benchmark in')
+    row = "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs | 0.75 |"
+    assert f"\n        {row}" in out  # in the closed block, in the tab
+    assert "Data: [benchmark.json](profiles/cpu/benchmark.json)" in out
 
 
 def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp_path):
@@ -727,30 +758,6 @@ def test_a_device_name_with_quotes_and_tags_is_shown_as_text(tmp_path):
     assert "b" not in reader.tags  # no element made of the name
     assert name in reader.labels  # the tab says it as it is
     assert any(name in t for t in reader.titles)
-
-
-def test_decoding_says_where_a_longer_cache_took_less_time():
-    def step(length, median, low, high):
-        return {"kind": "step", "impl": "way", "batch": 1, "cache_len": length,
-                "time_us": median, "low_us": low, "high_us": high}  # fmt: skip
-
-    grows = [step(64, 10.0, 9.0, 11.0), step(256, 20.0, 19.0, 21.0)]
-    assert hook.monotonic_lines(grows) == [
-        "Every way's step time grows with the cache (medians), at every batch."
-    ]
-    tie = hook.monotonic_lines([step(64, 10.0, 9.0, 12.0), step(256, 9.5, 8.0, 11.0)])
-    assert (
-        "- way, batch 1: cache 64 10.0 µs → cache 256 9.5 µs, within the interquartile" in tie[-1]
-    )
-    slow = [step(64, 27874.0, 27000.0, 29000.0), step(1024, 1194.0, 1100, 1300)]
-    drop = hook.monotonic_lines(slow)
-    assert "beyond both interquartile ranges, as for every way" in drop[-1]
-    assert "cache 64 27.87 ms" in drop[-1]
-    other = [
-        {**r, "impl": "other"} for r in grows
-    ]  # a second way that grew: this drop is the way's
-    alone = hook.monotonic_lines(slow + other)
-    assert "for this way alone" in alone[-1] and len(alone) == 3
 
 
 # --- whatever a set or a trace holds shows as text ------------------------------------------------

@@ -2,8 +2,9 @@
 
 - The Python blocks of a page, in page order and run together as one script, pass in an empty
   folder with torch and the installed package (a reader who types them in order gets no error).
-- A block left out of that run is either a snippet include of a file the tests run, or complete
-  code that needs a GPU; every include is labelled an excerpt and links the whole file.
+- A block left out of that run is complete code that needs a GPU. Code included from a file is an
+  excerpt marker (`<!-- profile-excerpt: PATH:SECTION -->`, so pytest-codeblocks sees no block) of
+  a file the tests run, and renders labelled an excerpt that links the whole file.
 - A command a page tells the reader to run, with the output it promises after it, prints that
   output when run as the page says (copied files where the page says to copy them).
 - .github/workflows/pages.yml builds with a nox session that exists and deploys with the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_docs_hook import hook  # the hook, loaded once as MkDocs loads it
 from test_examples import BOOTSTRAP  # runs a copied script with its imports fenced in
 
 from attn import specs
@@ -67,6 +70,31 @@ class Block:
     def include(self) -> re.Match | None:
         lines = [line for line in self.body.splitlines() if line.strip()]
         return INCLUDE.match(lines[0]) if len(lines) == 1 else None
+
+
+@dataclass
+class Excerpt:
+    """An excerpt marker of a page: its line, the file and section it shows, the words after it."""
+
+    line: int
+    path: str
+    section: str
+    words: tuple[str, ...] = ()
+
+    def rendered(self) -> str:
+        """What the hook writes for it (links as from a page at the top of the docs)."""
+        target = f"{self.path}:{self.section}"
+        return sys.modules["excerpts"].excerpt(target, self.words, lambda path: path)
+
+
+def excerpts(text: str) -> list[Excerpt]:
+    found = []
+    for m in hook.MARKER.finditer(text):
+        if m["kind"] == "profile-excerpt":
+            target, *words = shlex.split(m["args"])
+            path, _, section = target.partition(":")
+            found.append(Excerpt(text.count("\n", 0, m.start()) + 1, path, section, tuple(words)))
+    return found
 
 
 def paragraph(lines: list[str], start: int, step: int) -> str:
@@ -134,7 +162,8 @@ def test_the_page_parser_reads_marks_includes_and_neighbours():
         '<!--pytest.mark.skip(reason="included from x.py, which tests/test_x.py runs")-->\n'
         '```python title="x.py (excerpt)"\n--8<-- "x.py:part"\n```\n\n'
         "An excerpt: [the whole file](x.py).\n\n"
-        "```python\nprint(1)\n```\n"
+        "```python\nprint(1)\n```\n\n"
+        '    <!-- profile-excerpt: attn/naive.py:forward "the forward" hl_lines="7" -->\n'
     )
     include, code = blocks(page)
     assert skipped(include) == (True, "included from x.py, which tests/test_x.py runs")
@@ -142,6 +171,8 @@ def test_the_page_parser_reads_marks_includes_and_neighbours():
     assert include.title == "x.py (excerpt)" and include.before == "Text before."
     assert LINK.search(include.after)["target"] == "x.py"
     assert runnable(code) and not runnable(include)
+    (excerpt,) = excerpts(page)
+    assert excerpt == Excerpt(14, "attn/naive.py", "forward", ("the forward", "hl_lines=7"))
 
 
 # --- the Python blocks of each page, run together -------------------------------------------------
@@ -215,30 +246,39 @@ def test_every_block_left_out_is_an_include_of_a_tested_file_or_needs_a_gpu(page
                 f"line {b.line}: ```{b.info} is neither run, nor an include, nor GPU-only "
                 f"({reason or 'no reason given'})"
             )
+    for e in excerpts(page.read_text(encoding="utf-8")):
+        if not covered_by_tests(e.path):
+            problems.append(f"line {e.line}: excerpts {e.path}, which no test names")
     assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_include_is_labelled_an_excerpt_and_links_the_whole_file(page):
-    problems = []
-    for b in blocks(page.read_text(encoding="utf-8")):
-        if not b.include:
-            continue
-        path = b.include["path"]
-        if not b.title.startswith(path) or "excerpt" not in b.title:
-            problems.append(f'line {b.line}: title "{b.title}" should name {path} and say excerpt')
+    text = page.read_text(encoding="utf-8")
+    problems = [
+        f"line {b.line}: include {b.include['path']} by hand: write <!-- profile-excerpt: "
+        f'{b.include["path"]}:{b.include["section"]} "words" --> instead'
+        for b in blocks(text)
+        if b.include
+    ]
+    for e in excerpts(text):
+        (b,) = blocks(e.rendered())
+        if not b.title.startswith(e.path) or "excerpt" not in b.title:
+            problems.append(
+                f'line {e.line}: title "{b.title}" should name {e.path} and say excerpt'
+            )
         links = [m["target"] for m in LINK.finditer(b.after)]
-        if "excerpt" not in b.after.lower() or path not in links:
-            problems.append(f"line {b.line}: no 'An excerpt ... [..]({path})' right after it")
+        if "excerpt" not in b.after.lower() or e.path not in links:
+            problems.append(f"line {e.line}: no 'An excerpt ... [..]({e.path})' right after it")
     assert not problems, "\n".join(problems)
 
 
 def test_each_chapter_shows_its_scripts_recipe_exactly_once():
     recipes = {}
     for page in PAGES:
-        for b in blocks(page.read_text(encoding="utf-8")):
-            if b.include and b.include["section"] == "recipe":
-                recipes.setdefault(b.include["path"], []).append(page.name)
+        for e in excerpts(page.read_text(encoding="utf-8")):
+            if e.section == "recipe":
+                recipes.setdefault(e.path, []).append(page.name)
     scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.py"))
     assert sorted(recipes) == scripts, "every example's recipe is shown somewhere"
     assert all(len(pages) == 1 for pages in recipes.values()), recipes

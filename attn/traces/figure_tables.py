@@ -1,0 +1,224 @@
+"""The benchmark's and the decoding sweep's rows as the Markdown tables the site shows under their
+figures, and the table pieces the docs hook's other tables share: a row, a head, a time with its
+spread, a ratio with its range.
+
+Every name read from a row shows as text (attn.traces.markdown); a row of the wrong shape raises
+KeyError, TypeError or ValueError, which the docs hook reports naming the file.
+"""
+
+from __future__ import annotations
+
+from attn.traces import intervals
+from attn.traces import markdown as md
+from attn.traces.units import time_text
+
+# --- pieces of a table ----------------------------------------------------------------------------
+
+
+def table_row(cells: list) -> str:
+    """A table row; None, a number not measured, shows as a dash."""
+    return "| " + " | ".join("–" if c is None else str(c) for c in cells) + " |"
+
+
+def table_head(cells: list[str], text_columns: int = 1) -> list[str]:
+    """A table's head and its rule: the first columns left-aligned text, the rest numbers."""
+    rule = "|" + "---|" * text_columns + "--:|" * (len(cells) - text_columns)
+    return [table_row(cells), rule]
+
+
+def timed_cell(t: dict | None) -> str | None:
+    """A timed row in a table cell: the median, its interquartile range small beneath it."""
+    if t is None:
+        return None
+    return f"{time_text(t['median_us'])}<br><small>{time_text(t['low_us'])}–{time_text(t['high_us'])}</small>"
+
+
+def ratio_cell(value: float, low: float, high: float, verdict: bool | None = True) -> str:
+    """A ratio in a table cell: its value, its range small beneath, and 'cannot tell' where said."""
+    tell = ", cannot tell" if verdict is None else ""
+    return f"{value:.2f}×<br><small>{low:.2f}–{high:.2f}×{tell}</small>"
+
+
+# --- benchmark.json -------------------------------------------------------------------------------
+
+
+def benchmark_table(rows: list[dict], baseline: str) -> str:
+    """On a CPU, the vector ISA the run used; then each custom kernel's time as a multiple of the
+    baseline's, measured in the same run."""
+    mine = [r for r in rows if "ratio_to_flash" in r]
+    isas = sorted({md.text(r["cpu_capability"]) for r in rows if r.get("cpu_capability")})
+    ceilings = {r.get("dtype"): r["matmul_tflops"] for r in rows if r.get("matmul_tflops")}
+    lines = [
+        *isa_lines(isas, mine),
+        *ceiling_lines(ceilings, on_cpu=bool(isas)),
+        *sizes_lines(mine),
+    ]
+    ceiling = ["× ceiling"] if ceilings else []
+    lines += table_head(["variant", "dtype, seq × head_dim", "time", f"÷ {baseline}", *ceiling])
+    lines += [benchmark_row(r, bool(ceilings)) for r in mine]
+    return "\n".join(lines)
+
+
+def isa_lines(isas: list[str], mine: list[dict]) -> list[str]:
+    """A CPU run's vector ISA (GPU runs, and CPU runs made before it was recorded, have none)."""
+    if not isas:
+        return []
+    ours = ", ".join(md.code(n) for n in dict.fromkeys(r["variant"] for r in mine))
+    return [
+        f"Vector ISA of this run: {', '.join(isas)} (`torch.backends.cpu.get_cpu_capability()`)."
+        f" Torch's CPU kernels ran that ISA's code, and so did {ours or 'our kernel'}: it"
+        " carries a copy of its vector code per ISA and runs the one torch runs.",
+        "",
+    ]
+
+
+def ceiling_lines(ceilings: dict, on_cpu: bool) -> list[str]:
+    """The matmul ceiling per dtype timed in the same run, which the last column is a share of."""
+    if not ceilings:
+        return []
+    gemm = "a large `torch.mm`" if on_cpu else "a large `torch.mm` (cuBLAS)"
+    each = ", ".join(f"{t:.3g} TFLOP/s in {d}" for d, t in ceilings.items())
+    return [
+        f"This machine's matmul ceiling, {gemm} timed in the same run: {each}. The last column "
+        "is the variant's FLOP/s as a share of it (causal rows count the half of the products "
+        "they need).",
+        "",
+    ]
+
+
+def sizes_lines(mine: list[dict]) -> list[str]:
+    """The batch × heads of the rows, said once above them, and how to read a time's spread."""
+    sizes = sorted(
+        {f"{md.text(r.get('batch', '?'))} × {md.text(r.get('heads', '?'))}" for r in mine}
+    )
+    spread = (
+        f" Times: the median and its {intervals.INTERVAL}; the ratio of the medians, with the "
+        "lowest and highest ratio the two ranges allow."
+    )
+    timed = any("ratio_low" in r for r in mine)
+    return [
+        f"Batch × heads: {', '.join(sizes)}. TFLOP/s of every row: in the data below."
+        + (spread if timed else ""),
+        "",
+    ]
+
+
+def benchmark_row(r: dict, ceilings: bool) -> str:
+    """One kernel's row, its shape in one column: the table fits a page's column at 1280 px."""
+    masking = "causal" if r["is_causal"] else "full"
+    shape = (
+        f"{md.text(r.get('dtype', '?'))}<br><small>{int(r['seq'])} × {int(r['head_dim'])}, "
+        f"{masking}</small>"
+    )
+    if "low_us" in r:
+        time = timed_cell({**r, "median_us": r["time_us"]})
+    else:
+        time = time_text(r["time_us"])
+    if "ratio_low" in r:
+        ratio = ratio_cell(r["ratio_to_flash"], r["ratio_low"], r["ratio_high"])
+    else:
+        ratio = f"{r['ratio_to_flash']:.2f}"
+    share = r.get("ceiling_share")
+    shares = [None if share is None else f"{share:.2f}"] if ceilings else []
+    return table_row([md.code(r["variant"]), shape, time, ratio, *shares])
+
+
+# --- decoding.json --------------------------------------------------------------------------------
+
+
+def decoding_table(rows: list[dict]) -> str:
+    """The run's ceilings, then each way's bandwidth (a share of the copy ceiling) at the shortest and
+    longest cache, batch 1, and the share of its shortest step that a one-key cache already costs."""
+    ceilings = {r["name"]: r for r in rows if r.get("kind") in ("ceiling", "probe")}
+    lines = []
+    if "copy" in ceilings and "matmul" in ceilings:
+        copy, matmul = ceilings["copy"]["gb_per_s"], ceilings["matmul"]["gflop_per_s"]
+        lines.append(
+            f"Measured in this run: copy ceiling {copy:.1f} GB/s, matmul {matmul:.0f} GFLOP/s, so the "
+            f"roofs meet at {matmul / copy:.1f} FLOPs per byte."
+        )
+    steps = [r for r in rows if r.get("kind") == "step" and r.get("batch") == 1]
+    if steps:
+        lines += ["", *bandwidth_table(steps)]
+    every = [r for r in rows if r.get("kind") == "step"]
+    if every:
+        lines += ["", *monotonic_lines(every)]
+    return "\n".join(lines)
+
+
+def bandwidth_table(steps: list[dict]) -> list[str]:
+    """Each way's row at batch 1: its shortest and longest cache, and a one-key cache's share."""
+    head = ["way (batch 1)", "cache", "× copy ceiling", "cache", "× copy ceiling",
+            "one key costs, at the shortest"]  # fmt: skip
+    lines = table_head(head)
+    for impl in dict.fromkeys(r["impl"] for r in steps):
+        mine = sorted((r for r in steps if r["impl"] == impl), key=lambda r: r["cache_len"])
+        lo, hi = mine[0], mine[-1]
+        lines.append(
+            table_row(
+                [
+                    md.text(impl),
+                    int(lo["cache_len"]),
+                    f"{lo['bandwidth_ratio']:.2f}",
+                    int(hi["cache_len"]),
+                    f"{hi['bandwidth_ratio']:.2f}",
+                    f"{lo['overhead_share']:.0%}",
+                ]
+            )  # fmt: skip
+        )
+    return lines
+
+
+def monotonic_lines(steps: list[dict]) -> list[str]:
+    """Whether each way's step time grows with the cache; where a longer cache took less time, the
+    pair, and whether the drop is within the two interquartile ranges (a tie) or beyond them; a drop
+    every way makes between the same two caches is the moment they were timed at (all ways are timed
+    in the same rounds), not the cache."""
+    found = drops(steps)
+    if not found:
+        return ["Every way's step time grows with the cache (medians), at every batch."]
+    ways = {r["impl"] for r in steps}
+    beyond_at = [_pair(a, b) for a, b, beyond in found if beyond]
+    everyone = {p for p in beyond_at if beyond_at.count(p) == len(ways)}
+    lines = ["Where a longer cache took less time than a shorter one:", ""]
+    for a, b, beyond in found:
+        lines.append(
+            f"- {a['impl']}, batch {a['batch']}: cache {a['cache_len']} {time_text(a['time_us'])} → "
+            f"cache {b['cache_len']} {time_text(b['time_us'])}, "
+            f"{_why(beyond, _pair(a, b) in everyone)}."
+        )
+    return lines
+
+
+def drops(steps: list[dict]) -> list[tuple[dict, dict, bool]]:
+    """(shorter, longer, beyond both ranges) for each way, batch and next longer cache that took less
+    time than the shorter one."""
+    found = []
+    for key in dict.fromkeys((r["impl"], r["batch"]) for r in steps):
+        mine = sorted(
+            (r for r in steps if (r["impl"], r["batch"]) == key), key=lambda r: r["cache_len"]
+        )
+        for a, b in zip(mine, mine[1:], strict=False):
+            if b["time_us"] < a["time_us"]:
+                beyond = b.get("high_us", b["time_us"]) < a.get("low_us", a["time_us"])
+                found.append((a, b, beyond))
+    return found
+
+
+def _pair(a: dict, b: dict) -> tuple:
+    return a["batch"], a["cache_len"], b["cache_len"]
+
+
+def _why(beyond: bool, every_way: bool) -> str:
+    """What a drop means: a tie, the moment the shorter cache was timed at, or the way's own."""
+    if not beyond:
+        return "within the interquartile ranges: a tie, not a drop"
+    if every_way:
+        return (
+            "beyond both interquartile ranges, as for every way at these two caches: the "
+            "shorter cache was timed at a slow moment of the machine (its load, above)"
+        )
+    return (
+        "beyond both interquartile ranges, for this way alone: its shorter step was slowed "
+        "by something other than its cache (fixed costs, last column)"
+    )

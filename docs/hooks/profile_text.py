@@ -1,0 +1,444 @@
+"""What a page says about one profile set, for profiles.py's renderers: its environment, what ran,
+the per-forward numbers, and the tables that put variants side by side (compare, speedup, glance).
+
+They read checked sets (the dicts of profile_sets.py) and their summaries, and return Markdown (a
+tab's text is None where the set has nothing to show); every name read from a set goes through
+attn.traces.markdown.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
+from typing import NamedTuple
+
+from attn import specs
+from attn.traces import intervals, layout
+from attn.traces import markdown as md
+from attn.traces.backward import as_forward
+from attn.traces.figure_tables import ratio_cell, table_head, table_row, timed_cell
+from attn.traces.units import bytes_text, count_text, time_text
+
+VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
+DEVICE_WORDS = {"cuda": "On a GPU", "cpu": "On CPU"}  # in the order the sets are shown
+
+
+def unmark(text: str) -> str:
+    """A set's title without the backslashes that keep its Markdown marks as text (an attribute)."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def _fmt(text, value) -> str | None:
+    return None if value is None else text(value)
+
+
+COLUMNS = {  # per-forward number -> how to read it from a summary (None: not measured)
+    "CPU time (profiled)": lambda s: _fmt(time_text, s.get("cpu_time_us")),
+    "device time (profiled)": lambda s: _fmt(time_text, s.get("device_time_us")),
+    "ATen ops": lambda s: _fmt(count_text, s.get("ops_per_forward")),
+    "kernels": lambda s: _fmt(count_text, s.get("kernels_per_forward")),
+    "peak memory": lambda s: _fmt(bytes_text, s.get("peak_memory_bytes") or None),
+}
+
+
+# --- times ----------------------------------------------------------------------------------------
+
+
+def timed(hw: dict, name: str) -> dict | None:
+    """The variant's row of the set's timing pass, if the set has one that timed it."""
+    return ((hw.get("timing") or {}).get("variants") or {}).get(name)
+
+
+def timed_text(t: dict | None) -> str | None:
+    """A timed row as '98.15 ms (95.21 ms–101.30 ms)': the median and its interquartile range."""
+    if t is None:
+        return None
+    return f"{time_text(t['median_us'])} ({time_text(t['low_us'])}–{time_text(t['high_us'])})"
+
+
+def speedup_text(base: dict | None, t: dict | None) -> str | None:
+    """base's median ÷ t's, with the interval their interquartile ranges allow; 'cannot tell'
+    where that interval holds 1 (neither is faster for sure)."""
+    if base is None or t is None:
+        return None
+    value, low, high = intervals.ratio(base, t)
+    return ratio_cell(value, low, high, intervals.above(low, high))
+
+
+# --- lines about a set ----------------------------------------------------------------------------
+
+
+def busy_line(hw: dict) -> str | None:
+    """One line when the set was made on a busy machine: other work's share of its CPU time (a
+    load average above its core count, where a set predates that count)."""
+    loads = [hw["env"].get("load"), (hw.get("timing") or {}).get("load")]
+    busy = [x for x in loads if isinstance(x, dict) and x.get("busy")]
+    if not busy:
+        return None
+    cores = busy[0].get("cpu_count")
+    shares = [x["others_share"] for x in busy if isinstance(x.get("others_share"), (int, float))]
+    if shares:
+        what = f"other work used {max(shares):.0%} of its {cores} cores"
+    else:
+        most = max(
+            max((x.get("load_avg_before") or [0])[0], (x.get("load_avg_after") or [0])[0])
+            for x in busy
+        )
+        what = f"a load average of {most:.2f} on {cores} cores"
+    return (
+        f"**Busy machine:** {what} while this set was made; its times are slower and wider than "
+        "on an idle machine."
+    )
+
+
+def environment_line(hw: dict) -> str:
+    """Device, torch (and CUDA) version, date and commit of a hardware set, on one line."""
+    env = hw["env"]
+    parts = [env.get("device_name") or hw["title"]]
+    if hw["device_type"] == "cpu" and env.get("cpu_model"):
+        threads = f", {env['threads']} threads" if env.get("threads") else ""
+        parts[0] = f"CPU: {env['cpu_model']}{threads}"
+    parts.append(f"torch {env.get('torch_version', '?')}")
+    parts += [f"CUDA {env['cuda_version']}"] if env.get("cuda_version") else []
+    parts += [f"cuDNN {env['cudnn_version']}"] if env.get("cudnn_version") else []
+    parts += [f"profiled {env['date']}"] if env.get("date") else []
+    parts += [f"commit `{env['git_commit']}`"] if env.get("git_commit") else []
+    line = " · ".join(parts)
+    return f"{line}  \n{busy}" if (busy := busy_line(hw)) else line
+
+
+def setup_line(summary: dict) -> str:
+    """What was run: dtype, shape and masking."""
+    s = summary.get("shape", {})
+    shape = (
+        f"batch {s.get('batch')}, heads {s.get('heads')}, "
+        f"seq {s.get('seq_q')} (q) × {s.get('seq_k')} (k/v), head_dim {s.get('head_dim')}"
+    )
+    causal = "causal" if summary.get("is_causal") else "not causal"
+    return f"`{summary.get('dtype', '?')}` · {shape} · {causal}"
+
+
+def run_line(summary: dict) -> str:
+    """What was run, and the per-forward numbers (memcpys and memsets apart from kernels)."""
+    parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(summary)) is not None]
+    memcpy = summary.get("memcpy_per_forward")
+    if memcpy is not None:
+        copies = ", ".join(f"{count_text(n)} {d}" for d, n in memcpy.items() if n) or "0"
+        memset = _fmt(count_text, summary.get("memset_per_forward")) or "–"
+        parts += [f"{copies} memcpy", f"{memset} memset"]
+    text = setup_line(summary) + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
+    if backward := summary.get("backward"):  # a training step's
+        text += f"  \n**Per backward:** {backward_numbers(backward)}"
+    return text
+
+
+def backward_numbers(backward: dict) -> str:
+    """A training step's backward: the forward's numbers, then what it kept and its step's peak."""
+    b = as_forward(backward)
+    parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(b)) is not None]
+    kept = {
+        "saved for it": "saved_for_backward_bytes",
+        "peak of the step": "peak_memory_step_bytes",
+    }
+    parts += [f"{bytes_text(backward[k])} {label}" for label, k in kept.items() if backward.get(k)]
+    return " · ".join(parts)
+
+
+# --- a variant on a set -------------------------------------------------------------------------
+
+DOWNLOADS = {layout.TRACE: "", layout.TABLE_TXT: " (the profiler's own table)"}
+
+
+def unavailable_note(hw: dict, summary: dict) -> str:
+    """Why the variant did not run on the set, as torch said it: one sentence."""
+    reason = (summary.get("reason") or "No reason was recorded.").strip()
+    reason = reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
+    return f'!!! note "Not available on {hw["title"]}"\n\n    {md.prose(reason)}'
+
+
+def focus(viewer: dict | None) -> str:
+    """The image attribute that scrolls a phone to the event a screenshot marks, if it marks one."""
+    mark = (viewer or {}).get("mark")
+    return f" data-focus={(mark['left'] + mark['right']) / 2:.3f}" if mark else ""
+
+
+def viewer_image(summary: dict, where: str, shown: str, src: str) -> str:
+    """The trace viewer's screenshot of one range, the event it selects named in its alt text."""
+    selected = (summary.get("viewer") or {}).get("selected")
+    alt = f"The trace of {where} in a trace viewer, one {shown}" + (
+        f", {md.text(selected)} selected and boxed in red" if selected else ""
+    )
+    return f"![{alt}]({src}){{ loading=lazy{focus(summary.get('viewer'))} }}"
+
+
+def trace_buttons(src: str, where: str, shown: str) -> str:
+    """The buttons that open the trace in Perfetto and in the site's own viewer, at that range."""
+    return (
+        f"[Open in Perfetto]({src}){{ .md-button data-perfetto-trace "
+        f'data-perfetto-title="{unmark(where)}" }} [Open here]({src}){{ .md-button '
+        f'data-trace-viewer data-trace-range="{shown}" }}'
+    )
+
+
+def kernel_list(kernels: list[str], more: int) -> str:
+    """The kernels' names, closed: `more` is how many the summary left out."""
+    items = "\n".join(f"    - {md.code(k)}" for k in kernels)
+    count = f"the first {len(kernels)} of {len(kernels) + more}" if more else len(kernels)
+    return f'??? info "Kernel names ({count})"\n\n{items}'
+
+
+def downloads(files: set[str], url: Callable[[str], str]) -> list[str]:
+    """The line of files to download, if the variant has any."""
+    links = [f"[{f}]({url(f)}){why}" for f, why in DOWNLOADS.items() if f in files]
+    return ["Download: " + " · ".join(links)] if links else []
+
+
+# --- claims ---------------------------------------------------------------------------------------
+
+
+def claims_of(name: str, hw: dict) -> list[dict]:
+    """The claims as evaluated on a set ([] when the variant did not run there)."""
+    summary = hw["summaries"].get(name) or {}
+    return (summary.get("claims") or []) if summary.get("available") else []
+
+
+def claim_list(claims: list[dict]) -> str:
+    """A set's checked claims, one line each: the verdict, the sentence, what was observed."""
+    return "\n".join(
+        f"- {VERDICT[c.get('holds')][0]} **{VERDICT[c.get('holds')][1]}:** {md.prose(c['text'])} "
+        f"<small>Observed: {md.prose(c.get('observed') or '–')}</small>"
+        for c in claims
+    )
+
+
+def on_hardware(device_type: str, text: str) -> str:
+    """The sentence with the hardware it is about in front, unless it already starts with it."""
+    words = DEVICE_WORDS[device_type]
+    return md.prose(text) if text.startswith(words) else f"{words}: {md.prose(text)}"
+
+
+def unchecked_note(name: str, profiled: set[str]) -> str:
+    """A note listing the variant's claims about hardware that no set here has run, or ""."""
+    waiting = [
+        f"- {on_hardware(c.device_type, c.text)}"
+        for device_type in DEVICE_WORDS
+        if device_type not in profiled
+        for c in specs.spec(name).trace_claims
+        if c.device_type == device_type
+    ]
+    if not waiting:
+        return ""
+    return (
+        f'\n!!! note "Not checked yet: {name}"\n\n    No profile set here has run these; each '
+        "run on such hardware checks them:\n\n" + textwrap.indent("\n".join(waiting), "    ")
+    )
+
+
+def claim_box(name: str, claim, verdicts: list[tuple], waiting: str) -> str:
+    """One claim as an admonition: success where every set holds it, warning where one does not,
+    a note with `waiting` where none checked it; per set, its verdict and what it observed."""
+    kinds = {holds for holds, _, _ in verdicts}
+    kind = "note" if not verdicts else "success" if kinds == {True} else "warning"
+    lines = [
+        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {md.prose(seen or '–')})"
+        for holds, seen, title in verdicts
+    ] or [waiting]
+    # A sentence several variants share (each compiled variant's first call) says whose it is.
+    shared = sum(any(c.text == claim.text for c in spec.claims) for spec in specs.SPECS) > 1
+    title = md.prose(f"{name}: {claim.text}" if shared else claim.text).replace('"', "'")
+    return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
+
+
+# --- variants side by side ------------------------------------------------------------------------
+
+
+def compare_tab(hw: dict, names: tuple[str, ...]) -> str | None:
+    """The variants' per-forward numbers on one set, the timing pass's time first if it has one."""
+    summaries = {n: hw["summaries"][n] for n in names if n in hw["summaries"]}
+    if not summaries:
+        return None
+    ran = [s for s in summaries.values() if s["available"]]
+    read = compare_columns(hw, summaries, ran)
+    rows = [
+        table_row([f"`{n}`", *(cell(n, s) for cell in read.values())])
+        if s["available"]
+        else f"| `{n}` | not available here |" + " |" * (len(read) - 1)
+        for n, s in summaries.items()
+    ]
+    shapes = {setup_line(s) for s in ran}
+    shape = shapes.pop() if len(shapes) == 1 else "rows at different shapes: see each variant's tab"
+    table = "\n".join([*table_head(["variant", *read]), *rows])
+    return f"<small>{environment_line(hw)}</small>\n\n{shape}. Per forward:\n\n{table}"
+
+
+def compare_columns(hw: dict, summaries: dict, ran: list[dict]) -> dict:
+    """column -> how to read it for (name, summary): the columns some row fills, the time to
+    compare by (the timing pass's median and interquartile range) first."""
+    columns = [c for c, read in COLUMNS.items() if any(read(s) is not None for s in ran)]
+    columns = columns or ["CPU time (profiled)"]
+    read = {}
+    if any(timed(hw, n) for n in summaries):
+        read["time (median, IQR)"] = lambda n, s: timed_cell(timed(hw, n))
+    return read | {c: (lambda n, s, c=c: COLUMNS[c](s)) for c in columns}
+
+
+def speedup_tab(hw: dict, a: str, b: str) -> str | None:
+    """A's and B's times from the set's timing pass, A's ÷ B's with its interval and verdict; with
+    A the reference, the clone of one score matrix timed in the same rounds."""
+    ta, tb = timed(hw, a), timed(hw, b)
+    if ta is None or tb is None:
+        return None
+    value, low, high = intervals.ratio(ta, tb)
+    lines = [
+        f"<small>{environment_line(hw)}</small>",
+        f"Timed interleaved, apart from the profiler: `{a}` {timed_text(ta)}, `{b}` "
+        f"{timed_text(tb)} per forward (median and {intervals.INTERVAL}). `{a}` ÷ `{b}`: "
+        f"**{intervals.ratio_text(value, low, high)}**. {faster(b, intervals.above(low, high))}",
+    ]
+    clone = (hw.get("timing") or {}).get("score_clone")
+    if clone and a == specs.REFERENCE:
+        share = clone["median_us"] / ta["median_us"]
+        lines.append(
+            f"The clone of one score matrix ({bytes_text(clone['bytes'])}), timed in the same "
+            f"rounds: {timed_text(clone)}, {share:.0%} of `{a}`'s median forward."
+        )
+    return "\n\n".join(lines)
+
+
+def faster(b: str, above: bool | None) -> str:
+    """What a ratio's interval says of B: faster, slower, or cannot tell (it holds 1×)."""
+    return {
+        True: f"`{b}` is faster: the whole interval is above 1×.",
+        False: f"`{b}` is slower: the whole interval is below 1×.",
+        None: "Cannot tell which is faster: the interval holds 1×.",
+    }[above]
+
+
+# --- every variant at a glance --------------------------------------------------------------------
+
+STEP_HEAD = ["variant and its lesson", "step (median, IQR)", "forward (profiled)",
+             "backward (profiled)", "saved for backward", "peak of the step"]  # fmt: skip
+
+
+class Glance(NamedTuple):
+    """How one set's glance reads: its count and profiled time columns, whether a timing pass timed
+    it (then medians and speedups), and the reference's shape that speedups compare at."""
+
+    hw: dict
+    count: str
+    times: list[str]
+    timed: bool
+    common: str | None
+
+    @property
+    def time_head(self) -> list[str]:
+        """Timed: the median and interquartile range, and the speedup; else the profiler's means,
+        labelled as such, and no speedup."""
+        return ["time (median, IQR)", "speedup"] if self.timed else self.times
+
+
+def glance(hw: dict, summaries: list[dict]) -> Glance:
+    """How the set's glance reads (GPU: kernels and device time; CPU: ATen ops and CPU time)."""
+    gpu, ref = hw["device_type"] == "cuda", specs.REFERENCE
+    times = ["CPU time (profiled)", "device time (profiled)"] if gpu else ["CPU time (profiled)"]
+    has_timing = bool(timed(hw, ref) or any(timed(hw, s["variant"]) for s in summaries))
+    base = hw["summaries"].get(ref) or {}
+    ran = [s for s in summaries if s["available"]]
+    # Speedups compare rows at the reference's shape; rows at other shapes get a table of their own.
+    common = setup_line(base) if base.get("available") else setup_line(ran[0]) if ran else None
+    return Glance(hw, "kernels" if gpu else "ATen ops", times, has_timing, common)
+
+
+def glance_text(hw: dict, summaries: list[dict]) -> list[str]:
+    """The set's paragraphs: its environment and shape, how to read the times, then the forwards at
+    the reference's shape, those at a shape of their own, and the training steps."""
+    g, ref = glance(hw, summaries), specs.REFERENCE
+    forwards, other, steps = [], [], []
+    for s in summaries:
+        if specs.spec(s["variant"]).trains:  # a training step: forward and backward apart
+            steps.append(step_row(g, s))
+        elif not s["available"] or setup_line(s) == g.common:
+            forwards.append(forward_row(g, s))
+        else:
+            other.append(other_row(g, s))
+    text = [f"<small>{environment_line(hw)}</small>"] + ([g.common] if g.common else [])
+    text.append(timed_sentence() if g.timed else profiled_sentence())
+    head = ["variant and its lesson", g.count, *g.time_head, "peak memory"]
+    text.append("\n".join([*table_head(head), *forwards]))
+    if other:
+        head = ["variant and its lesson", "shape", g.count, g.time_head[0], "peak memory"]
+        table = "\n".join([*table_head(head, 2), *other])
+        text.append(f"Profiled at a shape of their own (no speedup over {ref}):\n\n{table}")
+    if steps:
+        text.append(steps_sentence(g.times[-1]) + "\n".join([*table_head(STEP_HEAD), *steps]))
+    return text
+
+
+def timed_sentence() -> str:
+    """How to read a timed glance: medians, their ranges, speedups that may not tell."""
+    ref = specs.REFERENCE
+    return (
+        f"Per forward, timed apart from the profiler, every variant interleaved in one "
+        f"process: the median and, in brackets, the {intervals.INTERVAL} (the middle half "
+        f"of the timed repetitions). Speedup: {ref}'s median ÷ the variant's, at {ref}'s "
+        "shape, with the lowest and highest ratio the two ranges allow; where that range "
+        "holds 1×, the table says it cannot tell which is faster."
+    )
+
+
+def profiled_sentence() -> str:
+    """How to read a glance without a timing pass."""
+    return (
+        "Per forward, as the profiler timed three forwards (no timing pass in this set, so "
+        "no spread and no speedup)."
+    )
+
+
+def steps_sentence(time: str) -> str:
+    """What the training steps' table shows, `time` being the profiled time it gives."""
+    return (
+        "Training steps: a whole step timed (median and interquartile range), the "
+        f"{time} of its forward and of its backward, what autograd saved for the "
+        "backward, and the peak from the start of the forward to the end of the "
+        "backward:\n\n"
+    )
+
+
+def lesson_cell(s: dict) -> str:
+    """The variant, its lesson under it: one column less keeps the table within a page's width."""
+    return f"`{s['variant']}`<br><small>{specs.spec(s['variant']).lesson}</small>"
+
+
+def forward_row(g: Glance, s: dict) -> str:
+    """A forward at the reference's shape: its count, its time (and speedup), its peak memory."""
+    if not s["available"]:
+        return table_row([lesson_cell(s), "not available here", *[None] * (len(g.time_head) + 1)])
+    if g.timed:
+        ref, mine = specs.REFERENCE, timed(g.hw, s["variant"])
+        speedup = speedup_text(timed(g.hw, ref), mine) if s["variant"] != ref else "1×"
+        times = [timed_cell(mine), speedup]
+    else:
+        times = [COLUMNS[c](s) for c in g.times]
+    return table_row([lesson_cell(s), COLUMNS[g.count](s), *times, COLUMNS["peak memory"](s)])
+
+
+def other_row(g: Glance, s: dict) -> str:
+    """A forward at a shape of its own: the shape, and no speedup."""
+    shown = timed_cell(timed(g.hw, s["variant"])) if g.timed else COLUMNS[g.times[0]](s)
+    cells = [setup_line(s), COLUMNS[g.count](s), shown, COLUMNS["peak memory"](s)]
+    return table_row([lesson_cell(s), *cells])
+
+
+def step_row(g: Glance, s: dict) -> str:
+    """A training step: the step timed, forward and backward as profiled (GPU: device time), what
+    autograd saved and the step's peak."""
+    key = "device_time_us" if g.hw["device_type"] == "cuda" else "cpu_time_us"
+    b = s.get("backward") or {}
+    cells = [timed_cell(timed(g.hw, s["variant"]))]
+    cells += [_fmt(time_text, part.get(key)) for part in (s, b)]
+    kept = ("saved_for_backward_bytes", "peak_memory_step_bytes")
+    cells += [_fmt(bytes_text, b.get(k)) for k in kept]
+    if not s["available"]:
+        cells = ["not available here", *[None] * (len(cells) - 1)]
+    return table_row([lesson_cell(s), *cells])

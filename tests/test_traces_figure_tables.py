@@ -1,0 +1,103 @@
+"""attn/traces/figure_tables.py: the benchmark's and the decoding sweep's rows as Markdown tables."""
+
+from __future__ import annotations
+
+from attn import specs
+from attn.traces.figure_tables import benchmark_table, decoding_table, monotonic_lines, table_head
+
+BENCH = [
+    {
+        "variant": v,
+        "batch": 1,
+        "heads": 8,
+        "seq": 512,
+        "head_dim": 64,
+        "is_causal": True,
+        "dtype": "float32",
+        "time_us": t,
+        "tflops": 0.1,
+        **extra,
+    }
+    for v, t, extra in (
+        ("sdpa_flash", 200.0, {}),
+        ("custom_cpu", 150.0, {"ratio_to_flash": 0.75}),
+        ("inplace", 900.0, {}),
+        ("sdpa_math", 1800.0, {}),
+    )
+]  # fmt: skip  (benchmark.json's rows, as the benchmark writes them)
+
+
+def test_a_tables_head_aligns_text_left_and_numbers_right():
+    assert table_head(["a", "b", "c"]) == ["| a | b | c |", "|---|--:|--:|"]
+    assert table_head(["a", "b", "c"], 2)[1] == "|---|---|--:|"
+
+
+def test_benchmark_table_lists_ratios_to_flash_with_the_shape():
+    out = benchmark_table(BENCH, specs.BENCHMARK_BASELINE)
+    head = f"| variant | dtype, seq × head_dim | time | ÷ {specs.BENCHMARK_BASELINE} |"
+    assert head in out
+    shape = "float32<br><small>512 × 64, causal</small>"
+    assert f"| `custom_cpu` | {shape} | 150.0 µs | 0.75 |" in out
+    assert "Batch × heads: 1 × 8." in out  # the same for every row: said once, above
+    assert "`inplace` |" not in out  # only our kernels get a ratio row
+    assert "Vector ISA" not in out  # a run from before benchmark.json recorded it
+    isa = [{**r, "cpu_capability": "AVX2"} for r in BENCH]
+    out = benchmark_table(isa, specs.BENCHMARK_BASELINE)
+    assert "Vector ISA of this run: AVX2 (`torch.backends.cpu.get_cpu_capability()`)" in out
+    assert "and so did `custom_cpu`" in out
+    timed = [
+        {**r, "low_us": r["time_us"] * 0.9, "high_us": r["time_us"] * 1.1, "matmul_tflops": 0.5,
+         "cpu_capability": "AVX2",
+         "ceiling_share": 0.2, **({"ratio_low": 0.61, "ratio_high": 0.92} if "ratio_to_flash" in r else {})}
+        for r in BENCH
+    ]  # fmt: skip
+    out = benchmark_table(timed, specs.BENCHMARK_BASELINE)
+    assert "matmul ceiling, a large `torch.mm` timed in the same run: 0.5 TFLOP/s in float32" in out
+    row = (
+        "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
+        "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"
+    )
+    assert row in out
+
+
+def test_decoding_says_where_a_longer_cache_took_less_time():
+    def step(length, median, low, high):
+        return {"kind": "step", "impl": "way", "batch": 1, "cache_len": length,
+                "time_us": median, "low_us": low, "high_us": high}  # fmt: skip
+
+    grows = [step(64, 10.0, 9.0, 11.0), step(256, 20.0, 19.0, 21.0)]
+    assert monotonic_lines(grows) == [
+        "Every way's step time grows with the cache (medians), at every batch."
+    ]
+    tie = monotonic_lines([step(64, 10.0, 9.0, 12.0), step(256, 9.5, 8.0, 11.0)])
+    assert (
+        "- way, batch 1: cache 64 10.0 µs → cache 256 9.5 µs, within the interquartile" in tie[-1]
+    )
+    slow = [step(64, 27874.0, 27000.0, 29000.0), step(1024, 1194.0, 1100, 1300)]
+    drop = monotonic_lines(slow)
+    assert "beyond both interquartile ranges, as for every way" in drop[-1]
+    assert "cache 64 27.87 ms" in drop[-1]
+    other = [
+        {**r, "impl": "other"} for r in grows
+    ]  # a second way that grew: this drop is the way's
+    alone = monotonic_lines(slow + other)
+    assert "for this way alone" in alone[-1] and len(alone) == 3
+
+
+def test_decoding_table_gives_the_roofs_and_each_ways_shortest_and_longest_cache():
+    rows = [
+        {"kind": "ceiling", "name": "copy", "gb_per_s": 20.0},
+        {"kind": "ceiling", "name": "matmul", "gflop_per_s": 500.0},
+        *(
+            {"kind": "step", "impl": "way", "batch": 1, "cache_len": n, "time_us": t,
+             "bandwidth_ratio": r, "overhead_share": 0.5}
+            for n, t, r in ((16, 10.0, 0.01), (4096, 90.0, 0.4))
+        ),
+    ]  # fmt: skip
+    out = decoding_table(rows).splitlines()
+    assert out[0] == (
+        "Measured in this run: copy ceiling 20.0 GB/s, matmul 500 GFLOP/s, so the roofs meet at "
+        "25.0 FLOPs per byte."
+    )
+    assert "| way | 16 | 0.01 | 4096 | 0.40 | 50% |" in out
+    assert out[-1] == "Every way's step time grows with the cache (medians), at every batch."
