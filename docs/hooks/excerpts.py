@@ -58,7 +58,7 @@ def check(path: str, section: str) -> None:
         )
     if not (ROOT / path).is_file():
         raise ValueError(f"no file {path} in the repository")
-    if path not in source_paths():
+    if path not in source_paths(ROOT):
         raise ValueError(
             f"{path} is not published, so the note cannot link it: name it in the example or the "
             "sources of a spec in attn/specs.py"
