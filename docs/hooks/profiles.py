@@ -28,7 +28,7 @@ from attn import specs
 from attn.traces import intervals, layout
 from attn.traces import markdown as md
 from attn.traces.backward import as_forward
-from attn.traces.checks import BenchmarkClaim, BenchmarkEvidence
+from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
 from attn.traces.diff import render_diff as diff_markdown
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE

@@ -11,8 +11,8 @@ import attn
 from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.traces.checks import Evidence
 from attn.traces.trace import forwards, load_trace, per_forward
+from attn.traces.trace_checks import Evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 EQUAL_HEADS = ProfileConfig(

@@ -10,14 +10,10 @@ from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.traces.analyze import summarize
-from attn.traces.checks import (
-    BenchmarkEvidence,
-    Evidence,
-    benchmark_shapes,
-    evaluate,
-    runs_a_recompilation,
-)
+from attn.traces.benchmark_checks import BenchmarkEvidence, benchmark_shapes
+from attn.traces.claims import evaluate
 from attn.traces.trace import Trace, forwards, per_forward, read_trace
+from attn.traces.trace_checks import Evidence, runs_a_recompilation
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu-amd-epyc"
