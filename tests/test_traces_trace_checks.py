@@ -1,29 +1,51 @@
-"""Claims are checked against real CPU traces and the CUDA-shaped fixture; a false claim is a finding."""
+"""Trace checks on made-up traces (a few ops, a few kernels), on real CPU runs and on the
+CUDA-shaped fixture: which ops ran under what, in which order, what they launched, how long it took.
+A false claim is a finding."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-import attn
 from attn import specs
-from attn.profiling.capture import capture
-from attn.profiling.config import ProfileConfig
 from attn.traces.analyze import summarize
-from attn.traces.benchmark_checks import BenchmarkEvidence, benchmark_shapes
 from attn.traces.claims import evaluate
-from attn.traces.trace import Trace, forwards, per_forward, read_trace
-from attn.traces.trace_checks import Evidence, runs_a_recompilation
+from attn.traces.patterns import FLASH_KERNEL, FLEX_CPU_KERNEL, TRIL_KERNEL
+from attn.traces.trace import Trace, forwards, per_forward
+from attn.traces.trace_checks import (
+    END,
+    Evidence,
+    absent,
+    backward_over_forward,
+    compile_costs_forwards,
+    copy_kernels,
+    costs_more,
+    gaps,
+    generated_kernel,
+    in_backward,
+    kernel_count,
+    kernel_matching,
+    launched_with,
+    longest_gaps,
+    memcpys,
+    one_kernel_matching,
+    only_under,
+    op_under,
+    ops_per_forward,
+    present,
+    runs_a_recompilation,
+    second_call_cheaper,
+    top_level_ops,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
-COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu-amd-epyc"
-TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >(Flash_fwd_params)"
+COPY = "void at::native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>"
 
 
-def evidence(trace, config: ProfileConfig | None = None):
-    """As a run writes it: first calls' time included, and the shape it ran at."""
-    summary, fwds = summarize(trace, base={"shape": config.shape()} if config else None)
-    return Evidence(summary, fwds)
+def evidence(trace) -> Evidence:
+    """As a run writes it: its summary (first calls' time included) and its forwards."""
+    return Evidence(*summarize(trace))
 
 
 def check(name: str, device_type: str, ev: Evidence) -> dict[str, dict]:
@@ -32,36 +54,31 @@ def check(name: str, device_type: str, ev: Evidence) -> dict[str, dict]:
     return {r["key"]: r for r in results}
 
 
-def at_scale(name: str) -> set[str]:
-    return {c.key for c in specs.spec(name).trace_claims if c.at_scale}
+def host(cat: str, name: str, ts: float, dur: float, **args) -> dict:
+    """An event on the one host thread: a range, an op, a runtime call (args: its correlation)."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def cpu_evidence():
-    found = {}
-    for spec in specs.SPECS:
-        variant = attn.get_variant(spec.name)
-        if variant.why_unavailable("cpu") is None and spec.inputs == "square":
-            found[spec.name] = evidence(capture(variant, TINY)[0], TINY)
-    return found
+def device(cat: str, name: str, ts: float, dur: float, correlation: int) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation}}  # fmt: skip
 
 
-def test_every_variant_has_claims_with_keys_unique_within_it():
-    for spec in specs.SPECS:
-        keys = [c.key for c in spec.claims]
-        assert keys and len(keys) == len(set(keys)), spec.name
-        assert all(c.device_type in ("cpu", "cuda") for c in spec.claims), spec.name
+def gpu_forward() -> Evidence:
+    """One attn_fwd that launches a copy kernel, a flash kernel and a device-to-device Memcpy."""
+    return evidence({"traceEvents": [
+        host("user_annotation", "attn_fwd", 0, 100),
+        host("cpu_op", "aten::clone", 10, 20), host("cuda_runtime", "cudaLaunchKernel", 12, 2, correlation=1),
+        host("cpu_op", "aten::_flash_attention_forward", 40, 30), host("cuda_runtime", "cudaLaunchKernel", 42, 2, correlation=2),
+        host("cuda_runtime", "cudaMemcpyAsync", 80, 5, correlation=3),
+        device("kernel", COPY, 110, 5, 1), device("kernel", FLASH, 120, 50, 2),
+        device("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 180, 5, 3),
+    ]})  # fmt: skip
 
 
-def test_every_cpu_claim_holds_on_a_fresh_tiny_run(cpu_evidence):
-    assert {"naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu"} <= set(cpu_evidence)
-    for name, ev in cpu_evidence.items():
-        for key, result in check(name, "cpu", ev).items():
-            assert result["observed"]
-            if key in at_scale(name):  # a tiny run times noise; tile buffers outweigh scores
-                assert result["holds"] is not None, (name, result)
-                continue
-            assert result["holds"] is True, (name, result)
+NESTED = [("aten::transpose", 10, 20), ("aten::as_strided", 11, 12), ("aten::matmul", 30, 60),
+          ("aten::bmm", 31, 50), ("aten::masked_fill_", 70, 75)]  # fmt: skip
 
 
 def test_cpu_claims_fail_on_the_wrong_trace(cpu_evidence):
@@ -98,54 +115,6 @@ def test_the_recompilation_claim_reads_the_compile_number_not_the_frame(cpu_evid
     assert runs_a_recompilation(Seen("aten::bmm")) == (False, "no Torch-Compiled Region")
 
 
-def test_peak_claims_count_score_matrices(cpu_evidence):
-    """Naive and in-place peak at two score matrices; SDPA flash never holds one at all."""
-    for name, key in (
-        ("naive", "peak-two-score-matrices"),
-        ("inplace", "peak-still-two-score-matrices"),
-    ):
-        result = check(name, "cpu", cpu_evidence[name])[key]
-        assert result["holds"] is True and "× one score matrix" in result["observed"], result
-    ev = cpu_evidence["naive"]
-    key = "peak-two-score-matrices"
-    scores = 1 * 2 * 64 * 64 * 4  # TINY's [batch, heads, seq_q, seq_k] in float32
-    assert "[1, 2, 64, 64] float" in check("naive", "cpu", ev)[key]["observed"]
-    three = Evidence({**ev.summary, "peak_memory_bytes": 3 * scores + 100}, ev.forwards)
-    assert check("naive", "cpu", three)[key]["holds"] is False
-    unrecorded = Evidence({**ev.summary, "peak_memory_bytes": None}, ev.forwards)
-    result = check("naive", "cpu", unrecorded)[key]
-    assert result["holds"] is None and "profile_memory" in result["observed"]
-
-
-def test_fused_peak_is_measured_against_the_score_matrix_q_and_k_imply(cpu_evidence):
-    ev = cpu_evidence["sdpa_flash"]
-    # No softmax to read: the fused op's q [1, 2, 64, 32] and k [.., 64, 32] imply the scores.
-    scores = 1 * 2 * 64 * 64 * 4
-    key = "peak-under-one-score-matrix"
-    small = check(
-        "sdpa_flash", "cpu", Evidence({**ev.summary, "peak_memory_bytes": scores // 4}, ev.forwards)
-    )
-    assert small[key]["holds"] is True
-    assert "= 0.25 × one score matrix (32 KiB: [1, 2, 64, 64] float)" in small[key]["observed"]
-    big = check(
-        "sdpa_flash", "cpu", Evidence({**ev.summary, "peak_memory_bytes": scores}, ev.forwards)
-    )
-    assert big[key]["holds"] is False
-
-
-def test_math_claims_name_the_ops_that_touch_the_scores(cpu_evidence):
-    results = check("sdpa_math", "cpu", cpu_evidence["sdpa_math"])
-    scales, passes = results["scales-q-and-k"], results["extra-passes-over-scores"]
-    assert (
-        scales["holds"] is True
-        and scales["observed"] == "aten::mul inputs: [1, 2, 64, 32], [1, 2, 32, 64]"
-    )
-    assert passes["holds"] is True and "aten::add_ on [1, 2, 64, 64]" in passes["observed"]
-    # The naive forward never adds a mask: the check can fail.
-    on_naive = check("sdpa_math", "cpu", cpu_evidence["naive"])
-    assert on_naive["extra-passes-over-scores"]["holds"] is False
-
-
 def cpu_forwards(*ranges: tuple[float, list[tuple[str, float, float]]]) -> list:
     """Forwards of a made-up CPU trace: per attn_fwd range, its duration and (op, start, end)."""
     events, start = [], 0.0
@@ -173,19 +142,6 @@ def test_the_clone_and_scale_comparison_reads_both_ways():
     assert check("naive", "cpu", naive_like(20.0, 50.0))[key]["holds"] is False
 
 
-@pytest.mark.parametrize("name", [s.name for s in specs.SPECS if any(c.at_scale for c in s.claims)])
-def test_at_scale_claims_hold_on_the_committed_profile(name):
-    """The committed runs (scores of 64 MiB): the clone well ahead of the scale step, the long
-    gaps where score-sized tensors are freed, the fused ops' peak far under one score matrix."""
-    if not (COMMITTED / name).is_dir():
-        pytest.skip(f"no profiles/cpu-amd-epyc/{name}/ in this checkout")
-    trace = read_trace(COMMITTED / name / "trace.json.gz")
-    stored = json.loads((COMMITTED / name / "summary.json").read_text())  # its shape, as recheck
-    results = check(name, "cpu", Evidence(*summarize(trace, spec=specs.spec(name), base=stored)))
-    found = [results[key] for key in at_scale(name) if key in results]
-    assert found and all(r["holds"] is True for r in found), found
-
-
 def test_gap_claims_find_where_no_op_runs():
     # attn_fwd from 0 to 180 µs; gaps of 20 after masked_fill and 30 at the end, 1-2 elsewhere.
     spans = [("aten::mul", 0, 10), ("aten::matmul", 12, 50), ("aten::masked_fill", 51, 80),
@@ -203,99 +159,6 @@ def test_gap_claims_find_where_no_op_runs():
     ev = Evidence({}, cpu_forwards((180.0, lone)))
     assert check("inplace", "cpu", ev)["one-gap-at-end"]["holds"] is True
     assert check("naive", "cpu", ev)["gaps-after-masking-and-at-end"]["holds"] is False
-
-
-def bench_rows(ratios: dict[tuple[int, bool], float], math_over_inplace: float = 2.0) -> list[dict]:
-    """benchmark.json rows: sdpa_flash, custom_cpu (with its ratio), sdpa_math and inplace."""
-    rows = []
-    for (seq, causal), ratio in ratios.items():
-        shape = {"batch": 1, "heads": 8, "seq": seq, "head_dim": 64, "is_causal": causal}
-        rows += [
-            {**shape, "variant": "sdpa_flash", "time_us": 100.0},
-            {**shape, "variant": "custom_cpu", "time_us": 100.0 * ratio, "ratio_to_flash": ratio},
-            {**shape, "variant": "inplace", "time_us": 300.0},
-            {**shape, "variant": "sdpa_math", "time_us": 300.0 * math_over_inplace},
-        ]
-    return rows
-
-
-def bench(rows: list[dict], device_type: str) -> dict[tuple[str, str], dict]:
-    """Every benchmark claim about a device type, checked on these rows, by (variant, key)."""
-    return {
-        (spec.name, r["key"]): r
-        for spec in specs.SPECS
-        for r in evaluate(
-            [c for c in spec.benchmark_claims if c.figure == "benchmark"],
-            device_type,
-            BenchmarkEvidence(spec.name, rows),
-        )
-    }
-
-
-def test_benchmark_claims_read_the_ratio_to_flash():
-    rows = bench_rows({(512, True): 0.7, (4096, True): 0.9, (512, False): 1.1})
-    results = bench(rows, "cpu")
-    faster = results[("custom_cpu", "under-flash-causal-head-dim-64")]
-    assert faster["holds"] is True
-    assert faster["observed"] == (
-        "0.70× (seq 512, head_dim 64) to 0.90× (seq 4096, head_dim 64) over 2 causal shapes: "
-        "batch 1 × 8 heads, seq 512 to 4096, head_dim 64"
-    )
-    within = results[("custom_cpu", "within-1.25x-of-flash")]
-    assert within["holds"] is True and "over 3 shapes" in within["observed"]
-    math = results[("sdpa_math", "slower-than-inplace")]
-    assert math["holds"] is True and "2.00× to 2.00×" in math["observed"]
-    slow = bench(bench_rows({(512, True): 1.3}, math_over_inplace=0.9), "cpu")
-    assert [r["holds"] for r in slow.values()] == [False, False, False]
-
-
-def test_benchmark_claims_cannot_tell_where_the_intervals_overlap():
-    rows = bench_rows({(512, True): 0.95}, math_over_inplace=1.05)
-    spread = {"sdpa_flash": (90.0, 110.0), "custom_cpu": (85.0, 105.0), "inplace": (280.0, 320.0),
-              "sdpa_math": (300.0, 330.0)}  # fmt: skip
-    for r in rows:
-        r["low_us"], r["high_us"] = spread[r["variant"]]
-        if r["variant"] == "custom_cpu":  # as benchmark.ratios writes it: the ranges' widest ratio
-            r["ratio_low"], r["ratio_high"] = 85.0 / 110.0, 105.0 / 90.0
-    results = bench(rows, "cpu")
-    assert results[("custom_cpu", "under-flash-causal-head-dim-64")]["holds"] is None
-    assert results[("custom_cpu", "within-1.25x-of-flash")]["holds"] is True  # 1.17 < 1.25
-    assert results[("sdpa_math", "slower-than-inplace")]["holds"] is None  # 300-330 vs 280-320
-    apart = [{**r, "low_us": r["time_us"], "high_us": r["time_us"]} for r in rows]
-    assert bench(apart, "cpu")[("sdpa_math", "slower-than-inplace")]["holds"] is True
-
-
-def test_benchmark_claims_pick_their_rows_and_name_the_dtype():
-    def rows(dtype, head_dim, ratio):
-        return [
-            {**r, "dtype": dtype, "head_dim": head_dim}
-            for r in bench_rows({(2048, True): ratio, (2048, False): ratio})
-        ]
-
-    mixed = rows("float32", 64, 0.8) + rows("bfloat16", 64, 0.9) + rows("float32", 128, 1.2)
-    under = bench(mixed, "cpu")[("custom_cpu", "under-flash-causal-head-dim-64")]
-    assert under["holds"] is True  # head_dim 128 and the non-causal rows are not its business
-    assert under["observed"] == (
-        "0.80× (float32, seq 2048, head_dim 64) to 0.90× (bfloat16, seq 2048, head_dim 64) over 2 "
-        "causal shapes: batch 1 × 8 heads, seq 2048, head_dim 64, float32 and bfloat16"
-    )
-    assert bench(mixed, "cpu")[("custom_cpu", "within-1.25x-of-flash")]["holds"] is True
-    # sdpa_math against inplace is compared within a dtype, never across.
-    math = bench(mixed, "cpu")[("sdpa_math", "slower-than-inplace")]
-    assert "over 6 shapes" in math["observed"]
-
-
-def test_benchmark_claims_cannot_tell_without_rows():
-    assert all(r["holds"] is None for r in bench([], "cpu").values())
-    device_types = {c.device_type for s in specs.SPECS for c in s.benchmark_claims}
-    assert device_types == {"cpu", "cuda"}
-    gpu = bench(bench_rows({(512, True): 0.5}), "cuda")  # no custom_cuda/triton rows here
-    assert {key: r["holds"] for key, r in gpu.items()} == {
-        ("sdpa_math", "gpu-slower-than-inplace"): True,
-        ("custom_cuda", "gpu-within-2x-of-flash"): None,
-        ("custom_triton", "gpu-within-2x-of-flash"): None,
-    }
-    assert benchmark_shapes([{"seq": 512, "head_dim": 64}]) == "seq 512, head_dim 64"
 
 
 def test_gpu_naive_claim_holds_on_the_fixture():
@@ -376,15 +239,6 @@ def test_flash_claim_matches_sdpa_flash_kernels_and_no_other(name, holds):
     assert result["holds"] is holds, result
 
 
-def test_a_claim_that_needs_shapes_says_they_were_not_recorded(cpu_evidence):
-    """Recorded without record_shapes, the in-place claim cannot tell a scalar copy from a big one."""
-    for f in cpu_evidence["inplace"].forwards:
-        for e in f.cpu_events:
-            e.args.pop("Input Dims", None)
-    result = check("inplace", "cpu", cpu_evidence["inplace"])["no-clone"]
-    assert result["holds"] is None and "not recorded" in result["observed"]
-
-
 def test_cudnn_claim_checks_the_launch_api():
     trace = json.loads(FIXTURE.read_text())
     trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") != "gpu_memcpy"]
@@ -396,38 +250,179 @@ def test_cudnn_claim_checks_the_launch_api():
     assert "cuLaunchKernelEx" in result["observed"]
 
 
-def test_claims_are_only_about_their_device_type():
-    results = evaluate(specs.spec("naive").trace_claims, "cpu", Evidence({}, []))
-    cpu_keys = {c.key for c in specs.spec("naive").trace_claims if c.device_type == "cpu"}
-    assert {r["key"] for r in results} == cpu_keys
-    assert check("sdpa_efficient", "cpu", Evidence({}, [])) == {}
+def test_gpu_claims_on_kernel_names():
+    copy_kernel = (
+        "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+        "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}>"
+    )
+    flash = "void pytorch_flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<64, 64, 128>>"
+    combine = "void pytorch_flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits>"
+
+    def gpu(kernels, memcpy=None):
+        summary = {"kernels_per_forward": float(len(kernels)), "kernels": kernels,
+                   "memcpy_per_forward": memcpy or {}}  # fmt: skip
+        return Evidence(summary, [])
+
+    def gpu_claim(name: str, ev: Evidence) -> tuple:
+        (result,) = check(name, "cuda", ev).values()  # each decoding variant has one GPU claim
+        return result["holds"], result["observed"]
+
+    repeated = gpu([copy_kernel, copy_kernel, flash, combine])
+    in_place = gpu([flash, combine])
+    holds, observed = gpu_claim("decode_repeat_kv", repeated)
+    assert holds and "2 copy kernel(s) of 4" in observed
+    assert gpu_claim("decode_repeat_kv", in_place)[0] is False
+    assert gpu_claim("decode_enable_gqa", in_place)[0] is True
+    assert gpu_claim("decode_enable_gqa", repeated)[0] is False
+    holds, observed = gpu_claim("decode_enable_gqa", gpu([flash], {"DtoD": 1.0}))
+    assert holds is False and "DtoD" in observed
+    runs_on_cpu = Evidence({"kernels_per_forward": None, "memcpy_per_forward": None}, [])
+    assert gpu_claim("decode_enable_gqa", runs_on_cpu)[0] is None
 
 
-def test_committed_cpu_profiles_carry_claims_that_hold():
-    folder = COMMITTED
-    if not folder.is_dir():
-        pytest.skip("no profiles/cpu-amd-epyc/ in this checkout")
-    checked = {}
-    for path in sorted(folder.glob("*/summary.json")):
-        summary = json.loads(path.read_text())
-        if summary["available"]:
-            checked[summary["variant"]] = summary["claims"]
-    assert {"naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu"} <= set(checked)
-    for name, claims in checked.items():
-        expected = [
-            (c.key, c.text) for c in specs.spec(name).trace_claims if c.device_type == "cpu"
-        ]
-        assert [(c["key"], c["text"]) for c in claims] == expected, name
-        assert all(c["holds"] is True and c["observed"] for c in claims), (name, claims)
+# --- each check on a made-up trace ---------------------------------------------------------------
 
 
-def test_committed_summaries_carry_the_claims_their_traces_give():
-    """What `python -m attn.profiling recheck --check` checks: a new or changed claim must be
-    re-evaluated on every committed set (and committed) before it lands."""
-    from attn.traces.analyze import recheck
+def test_op_under_and_only_under_read_the_nesting():
+    ev = Evidence({}, cpu_forwards((100.0, NESTED)))
+    assert op_under("aten::matmul", "aten::bmm")(ev) == (True, "aten::bmm found under aten::matmul")
+    assert op_under("aten::transpose", "aten::bmm")(ev) == (
+        False,
+        "aten::bmm not found under aten::transpose",
+    )
+    assert only_under("aten::transpose", "aten::as_strided")(ev) == (
+        True,
+        "under aten::transpose: aten::as_strided",
+    )
+    assert only_under("aten::matmul")(ev) == (False, "under aten::matmul: aten::bmm")
+    assert only_under("aten::masked_fill_")(ev) == (True, "under aten::masked_fill_: nothing")
+    assert only_under("aten::clone")(ev) == (False, "no aten::clone")
 
-    root = Path(__file__).resolve().parents[1] / "profiles"
-    if not root.is_dir():
-        pytest.skip("no profiles/ in this checkout")
-    stale = recheck(root, specs, write=False)
-    assert stale == [], f"run: python -m attn.profiling recheck profiles ({stale[0]['path']})"
+
+def test_present_and_absent_name_what_they_saw():
+    ev = Evidence({}, cpu_forwards((100.0, NESTED)))
+    assert present("aten::bmm", "aten::matmul")(ev) == (True, "seen: aten::bmm, aten::matmul")
+    assert present("aten::bmm", "aten::softmax")(ev) == (False, "missing: aten::softmax")
+    assert absent("aten::clone", "aten::copy_")(ev) == (True, "none of aten::clone, aten::copy_")
+    assert absent("aten::bmm", "aten::clone")(ev) == (False, "seen: aten::bmm")
+
+
+def test_top_level_ops_are_the_range_s_own_in_order():
+    ev = Evidence({}, cpu_forwards((100.0, NESTED)))
+    chain = "aten::transpose → aten::matmul → aten::masked_fill_"
+    assert top_level_ops("aten::transpose", "aten::matmul", "aten::masked_fill_")(ev) == (
+        True,
+        chain,
+    )
+    assert top_level_ops("aten::matmul", "aten::transpose", "aten::masked_fill_")(ev) == (
+        False,
+        chain,
+    )
+    assert top_level_ops("aten::mul")(Evidence({}, [])) == (None, "no forward recorded")
+
+
+def test_ops_per_forward_holds_only_when_every_forward_has_that_many():
+    two = [("aten::bmm", 10, 20), ("aten::bmm", 30, 40)]
+    ev = Evidence({}, cpu_forwards((100.0, two), (100.0, two[:1])))
+    assert ops_per_forward("aten::bmm", 2)(ev) == (False, "1 or 2 aten::bmm per forward")
+    ev = Evidence({}, cpu_forwards((100.0, two), (100.0, two)))
+    assert ops_per_forward("aten::bmm", 2)(ev) == (True, "2 aten::bmm per forward")
+    assert ops_per_forward("aten::clone", 1)(ev) == (False, "0 aten::clone per forward")
+
+
+def test_generated_kernels_and_compiled_regions_are_found_by_name():
+    ev = Evidence({}, cpu_forwards((100.0, [("Torch-Compiled Region: 2/1", 1, 90),
+                                            ("graph_0_kernel", 10, 80)])))  # fmt: skip
+    assert generated_kernel(FLEX_CPU_KERNEL)(ev) == (True, "graph_0_kernel")
+    assert runs_a_recompilation(ev) == (True, "Torch-Compiled Region: 2/1")
+    plain = Evidence({}, cpu_forwards((100.0, NESTED)))
+    assert generated_kernel(FLEX_CPU_KERNEL)(plain) == (
+        False,
+        r"no event matching ^graph_\d+_kernel$",
+    )
+
+
+def test_costs_more_cannot_tell_without_both_ops():
+    ev = Evidence({}, cpu_forwards((100.0, [("aten::mul", 10, 20)])))
+    assert costs_more("aten::clone", "aten::mul")(ev) == (None, "not in the trace: aten::clone")
+
+
+def test_gaps_are_keyed_by_the_op_before_them():
+    (forward,) = cpu_forwards((100.0, [("aten::mul", 10, 20), ("aten::matmul", 25, 60)]))
+    assert gaps(forward) == {"after the start": 10.0, "after aten::mul": 5.0, END: 40.0}
+    assert longest_gaps(END)(Evidence({}, [])) == (None, "no forward recorded")
+
+
+def test_device_checks_read_the_kernels_and_memcpys_a_forward_launched():
+    ev = gpu_forward()
+    assert kernel_count(2)(ev) == (True, "2 kernels per forward")
+    assert kernel_count(3)(ev) == (False, "2 kernels per forward")
+    assert kernel_count(1, at_least=True)(ev) == (True, "2 kernels per forward")
+    assert one_kernel_matching(FLASH_KERNEL)(ev) == (False, f"2 kernel(s) per forward; {FLASH}")
+    assert kernel_matching(FLASH_KERNEL)(ev) == (True, FLASH)
+    assert kernel_matching(TRIL_KERNEL)(ev) == (False, "no kernel matching tril")
+    assert memcpys("DtoD", 1)(ev) == (True, "1 DtoD per forward")
+    assert memcpys("HtoD", 0)(ev) == (False, "1 DtoD per forward")  # no other memcpy either
+    assert launched_with("cudaLaunchKernel")(ev) == (True, "launch APIs: cudaLaunchKernel")
+    assert launched_with("cuLaunchKernelEx")(ev) == (False, "launch APIs: cudaLaunchKernel")
+    assert copy_kernels(1)(ev) == (True, f"1 copy kernel(s) of 2 per forward: {COPY}")
+    assert copy_kernels(0)(ev)[0] is False
+
+
+def test_device_checks_cannot_tell_on_a_cpu_run():
+    cpu = Evidence({"kernels_per_forward": None, "memcpy_per_forward": None}, [])
+    for c in (kernel_count(1), one_kernel_matching(FLASH_KERNEL), kernel_matching(FLASH_KERNEL),
+              memcpys("DtoD", 0), launched_with("cudaLaunchKernel"), copy_kernels(0)):  # fmt: skip
+        assert c(cpu) == (None, "no device activity recorded")
+
+
+def test_first_call_checks_need_the_first_calls_timed():
+    timed = Evidence({"cpu_time_us": 100.0, "first_calls_seconds": {"first": 0.01}}, [])
+    assert compile_costs_forwards(10)(timed) == (True, "first call 0.01 s = 100 profiled forwards")
+    assert compile_costs_forwards(1000)(timed)[0] is False
+    untimed = Evidence({"cpu_time_us": 100.0}, [])
+    assert compile_costs_forwards(10)(untimed) == (
+        None,
+        "the first call was not timed (a run of the example times it)",
+    )
+    calls = {"first": 2.0, "second": 0.1}
+    assert second_call_cheaper(10)(Evidence({"first_calls_seconds": calls}, [])) == (
+        True,
+        "first call 2.00 s, second 0.100 s",
+    )
+    assert second_call_cheaper(100)(Evidence({"first_calls_seconds": calls}, []))[0] is False
+    assert second_call_cheaper(10)(untimed)[0] is None
+
+
+def test_in_backward_checks_the_backward_ranges():
+    step = evidence({"traceEvents": [
+        host("user_annotation", "attn_fwd", 0, 100), host("cpu_op", "aten::mul", 10, 10),
+        host("user_annotation", "attn_bwd", 200, 100),
+        host("cpu_op", "MaskedFillBackward0", 210, 30), host("cpu_op", "aten::clone", 215, 10),
+    ]})  # fmt: skip
+    assert in_backward(present("MaskedFillBackward0"))(step) == (True, "seen: MaskedFillBackward0")
+    assert in_backward(op_under("MaskedFillBackward0", "aten::clone"))(step)[0] is True
+    assert present("MaskedFillBackward0")(step)[0] is False  # not in the forward
+    forward_only = Evidence({}, cpu_forwards((100.0, NESTED)))
+    assert in_backward(present("aten::bmm"))(forward_only) == (
+        None,
+        "no backward recorded (no attn_bwd range)",
+    )
+
+
+def test_backward_over_forward_prefers_device_time():
+    cpu = {"cpu_time_us": 100.0, "backward": {"cpu_time_us": 250.0, "device_time_us": None}}
+    assert backward_over_forward(2)(Evidence(cpu, [])) == (
+        True,
+        "CPU time per step: backward 250.0 µs, forward 100.0 µs (2.5×)",
+    )
+    assert backward_over_forward(3)(Evidence(cpu, []))[0] is False
+    gpu = {**cpu, "device_time_us": 10.0, "backward": {"device_time_us": 15.0}}
+    assert backward_over_forward(2)(Evidence(gpu, [])) == (
+        False,
+        "device time per step: backward 15.0 µs, forward 10.0 µs (1.5×)",
+    )
+    assert backward_over_forward(2)(Evidence({"cpu_time_us": 100.0}, [])) == (
+        None,
+        "no backward recorded (no attn_bwd range)",
+    )
