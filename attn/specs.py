@@ -6,7 +6,8 @@ publishes and the tests' parametrisation. Adding a variant with a chapter is its
 its chapter, its entry here and its nav line in mkdocs.yml.
 
 A claim is keyed by a short name unique within its variant; a chapter shows it with
-`<!-- profile-claim: VARIANT KEY -->`. Claims are data built from attn.traces.checks (logic).
+`<!-- profile-claim: VARIANT KEY -->`. Claims are data built from the checks in attn.traces (logic),
+and every op or kernel name they match by pattern comes from attn.traces.patterns.
 """
 
 from __future__ import annotations
@@ -17,66 +18,86 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from attn.traces.checks import (
-    END,
+from attn.traces.benchmark_checks import (
+    BenchmarkClaim,
+    keeps_times,
+    ratio_to_baseline_below,
+    slower_than,
+)
+from attn.traces.claims import Claim, both
+from attn.traces.patterns import (
+    AOTRITON_KERNEL,
+    CUDNN_KERNEL,
+    CUTLASS_KERNEL,
+    FLASH_BACKWARD_KERNEL,
+    FLASH_KERNEL,
+    FLEX_CPU_KERNEL,
+    FLEX_KERNEL,
     FUSED_CPU,
+    FUSED_CPU_BACKWARD,
+    INDUCTOR_TEMPLATE,
+    INDUCTOR_TRITON,
+    MASK_BUILD_CPP,
+    MEMCPY_DTOD,
+    OUR_CUDA_KERNEL,
+    OUR_TRITON_KERNEL,
+    PAGED_ROCM_KERNEL,
+    SDPA_BACKEND_OP,
+    SDPA_OPS,
+    SOFTMAX_KERNEL,
+    SOFTMAX_MASK_CPP,
+    SOFTMAX_MASK_TRITON,
+    SOFTMAX_OPS,
+    TRIL_KERNEL,
+    exactly,
+)
+from attn.traces.public_checks import (
+    attention_share,
+    diagnosed,
+    each_op_launches,
+    kernels_launched_under,
+    kinds_apart,
+    longest_kernel,
+    op_chain,
+    reported_on_every_call,
+)
+from attn.traces.shape_checks import (
     INPUT_SIZED,
     ROW_STATISTIC,
     SCORE_SIZED,
-    SDPA_OPS,
-    SOFTMAX_OPS,
-    BenchmarkClaim,
-    Claim,
-    absent,
-    attention_share,
-    backward_over_forward,
-    both,
-    compile_costs_forwards,
     copies_of_scores_and_scalar,
-    copy_kernels,
-    costs_more,
-    diagnosed,
-    each_op_launches,
     frees_a_score_matrix,
-    generated_kernel,
-    in_backward,
     keeps,
-    keeps_times,
-    kernel_count,
-    kernel_matching,
-    kernels_launched_under,
-    kinds_apart,
-    launched_with,
-    longest_gaps,
-    longest_kernel,
-    memcpys,
     never_on_scores,
     on_scores,
-    one_kernel_matching,
     only_scalar_copies,
-    only_under,
-    op_chain,
-    op_under,
-    ops_per_forward,
     peak_holds_the_copies,
     peak_in_score_matrices,
-    present,
-    ratio_to_baseline_below,
     repeat_copies,
-    reported_on_every_call,
-    runs_a_recompilation,
     score_sized_input,
-    second_call_cheaper,
-    slower_than,
-    top_level_ops,
 )
-from attn.traces.patterns import (
-    CUDNN_KERNEL,
-    CUTLASS_KERNEL,
-    FLASH_KERNEL,
-    FLEX_KERNEL,
-    OUR_CUDA_KERNEL,
-    OUR_TRITON_KERNEL,
+from attn.traces.trace_checks import (
+    END,
+    absent,
+    backward_over_forward,
+    compile_costs_forwards,
+    copy_kernels,
+    costs_more,
+    generated_kernel,
+    in_backward,
+    kernel_count,
+    kernel_matching,
+    launched_with,
+    longest_gaps,
+    memcpys,
+    one_kernel_matching,
+    only_under,
+    op_under,
+    ops_per_forward,
+    present,
+    runs_a_recompilation,
+    second_call_cheaper,
+    top_level_ops,
 )
 
 if TYPE_CHECKING:
@@ -117,7 +138,7 @@ V = _Lazy(
     TrainingVariant="attn.registry",
 )
 
-SDPA_CPU_OP = rf"^{FUSED_CPU}$"
+SDPA_CPU_OP = exactly(FUSED_CPU)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +243,7 @@ SPECS: tuple[Spec, ...] = (
         lambda: V.ModuleVariant(V.NaiveAttention()), "naive.md",
         ("examples/naive_attention.py",),
         ("attn/naive.py",),
-        focus=r"^aten::clone$", gpu_focus=r"^Memcpy DtoD",
+        focus=exactly("aten::clone"), gpu_focus=MEMCPY_DTOD,
         claims=(
             Claim("clone-under-masked-fill", "cpu",
                 "Masking clones the scores: aten::clone under aten::masked_fill.",
@@ -285,7 +306,7 @@ SPECS: tuple[Spec, ...] = (
         lambda: V.ModuleVariant(V.InPlaceAttention()), "inplace.md",
         ("examples/inplace_attention.py",),
         ("attn/inplace.py",),
-        focus=r"^aten::masked_fill_$",
+        focus=exactly("aten::masked_fill_"),
         claims=(
             Claim("no-clone", "cpu",
                 "No aten::clone under attn_fwd, and no aten::copy_ of the scores (only of the "
@@ -316,7 +337,7 @@ SPECS: tuple[Spec, ...] = (
     sdpa(
         "math", "SDPA: math backend",
         "the reference path: mask rebuilt per call, safe softmax, many small ops",
-        r"^aten::_safe_softmax$",
+        exactly("aten::_safe_softmax"),
         claims=(
             Claim("safe-softmax", "cpu",
                 "Uses aten::_safe_softmax, which guards fully masked rows.",
@@ -334,7 +355,7 @@ SPECS: tuple[Spec, ...] = (
                 on_scores("aten::add_", "aten::isneginf", "aten::all")),
             Claim("gpu-many-kernels-tril", "cuda",
                 "10 or more kernels per forward, the mask rebuilt by a tril kernel.",
-                both(kernel_count(10, at_least=True), kernel_matching("tril"))),
+                both(kernel_count(10, at_least=True), kernel_matching(TRIL_KERNEL))),
             BenchmarkClaim("slower-than-inplace", "cpu",
                 "sdpa_math takes more time than the in-place module at every shape benchmarked.",
                 slower_than("inplace")),
@@ -394,7 +415,7 @@ SPECS: tuple[Spec, ...] = (
         lambda: V.CustomCpuVariant(), "custom-kernels.md",
         ("examples/custom_kernel_attention.py", "--impl", "cpu"),
         ("attn/custom_cpu.py", "csrc/cpu/flash_attention_cpu.cpp"),
-        focus=r"^attn::flash_attention_forward$",
+        focus=exactly("attn::flash_attention_forward"),
         claims=(
             Claim("one-op", "cpu",
                 "One op from our library: attn::flash_attention_forward, and no separate softmax.",
@@ -450,7 +471,7 @@ SPECS: tuple[Spec, ...] = (
         "compiled_naive", "torch.compile: naive attention",
         "masked_fill stays two matmuls around one generated softmax kernel",
         lambda: V.CompiledAttention(V.NaiveAttention()),
-        COMPILED, ("--mask", "masked_fill"), r"cpp_fused__softmax\w*masked_fill",
+        COMPILED, ("--mask", "masked_fill"), SOFTMAX_MASK_CPP,
         claims=(
             FIRST_CALL,
             Claim("runs-a-recompilation", "cpu",
@@ -462,12 +483,12 @@ SPECS: tuple[Spec, ...] = (
                 "softmax-and-mask kernel, and calls no SDPA op.",
                 both(
                     ops_per_forward("aten::bmm", 2),
-                    generated_kernel(r"cpp_fused__softmax.*masked_fill"),
+                    generated_kernel(SOFTMAX_MASK_CPP),
                     absent(*SDPA_OPS),
                 )),
             Claim("gpu-triton-softmax-kernel", "cuda",
                 "On a GPU the generated code is Triton: a kernel fusing softmax and masked_fill.",
-                kernel_matching(r"^triton_\w*fused_\w*_softmax\w*masked_fill")),
+                kernel_matching(SOFTMAX_MASK_TRITON)),
         ),
         diff_with=("naive",),
     ),
@@ -488,20 +509,20 @@ SPECS: tuple[Spec, ...] = (
             Claim("mask-built-each-forward", "cpu",
                 "The mask reaches SDPA as a tensor: a generated kernel builds it (full, triu) on "
                 "every forward.",
-                generated_kernel(r"cpp_fused_\w*full_triu")),
+                generated_kernel(MASK_BUILD_CPP)),
         ),
     ),
     generated(
         "flex_causal", "FlexAttention: causal",
         "a mask written as a Python function, compiled into one kernel",
         lambda: V.FlexAttention(),
-        FLEX, ("--mask", "causal"), r"^graph_\d+_kernel$",
+        FLEX, ("--mask", "causal"), FLEX_CPU_KERNEL,
         claims=(
             FIRST_CALL,
             Claim("one-generated-kernel", "cpu",
                 "Compiled FlexAttention is one generated kernel per forward, with no aten::bmm or "
                 "softmax.",
-                both(generated_kernel(r"^graph_\d+_kernel$"), absent("aten::bmm", *SOFTMAX_OPS))),
+                both(generated_kernel(FLEX_CPU_KERNEL), absent("aten::bmm", *SOFTMAX_OPS))),
             TEMPLATE_KERNEL,
         ),
     ),
@@ -509,13 +530,13 @@ SPECS: tuple[Spec, ...] = (
         "flex_sliding_window", "FlexAttention: sliding window of 256 keys",
         "tiles outside the window are skipped, not computed and masked",
         lambda: V.FlexAttention(V.sliding_window(256)),
-        FLEX, ("--mask", "sliding_window"), r"^graph_\d+_kernel$",
+        FLEX, ("--mask", "sliding_window"), FLEX_CPU_KERNEL,
         claims=(
             FIRST_CALL,
             Claim("one-generated-kernel", "cpu",
                 "The sliding window compiles to one generated kernel per forward too: the mask is "
                 "code.",
-                both(generated_kernel(r"^graph_\d+_kernel$"), absent("aten::bmm", *SOFTMAX_OPS))),
+                both(generated_kernel(FLEX_CPU_KERNEL), absent("aten::bmm", *SOFTMAX_OPS))),
             TEMPLATE_KERNEL,
         ),
     ),
@@ -525,7 +546,7 @@ SPECS: tuple[Spec, ...] = (
         lambda: V.DecodeVariant(V.RepeatKVAttention()), "decoding.md",
         ("examples/decode_attention.py", "--gqa", "repeat"),
         ("attn/decode.py", "attn/profiling/decoding.py"),
-        focus=r"^aten::repeat_interleave$",
+        focus=exactly("aten::repeat_interleave"),
         claims=(
             Claim("repeat-copies-the-cache", "cpu",
                 "repeat_interleave materialises K and V: two aten::repeat_interleave per forward, "
@@ -566,7 +587,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "naive", "Training: naive attention",
         "autograd keeps the score-sized softmax output for the backward",
-        lambda: V.ModuleVariant(V.NaiveAttention()), ("attn/naive.py",), r"^SoftmaxBackward0$",
+        lambda: V.ModuleVariant(V.NaiveAttention()), ("attn/naive.py",), exactly("SoftmaxBackward0"),
         claims=(
             Claim("keeps-scores-and-inputs", "cpu",
                 "Autograd keeps a score-sized tensor for the backward, the softmax's output (the "
@@ -593,7 +614,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "inplace", "Training: in-place masking",
         "masking in place is allowed under autograd, but the backward copies the gradient",
-        lambda: V.ModuleVariant(V.InPlaceAttention()), ("attn/inplace.py",), r"^aten::clone$",
+        lambda: V.ModuleVariant(V.InPlaceAttention()), ("attn/inplace.py",), exactly("aten::clone"),
         claims=(
             Claim("allowed-no-clone", "cpu",
                 "Masking in place is allowed under autograd: the forward has no aten::clone, and "
@@ -616,7 +637,7 @@ SPECS: tuple[Spec, ...] = (
     train(
         "sdpa_math", "Training: SDPA math backend",
         "the math backend is ops: its backward keeps score-sized weights too",
-        lambda: V.SdpaVariant("math"), ("attn/sdpa.py",), r"^SafeSoftmaxBackward0$",
+        lambda: V.SdpaVariant("math"), ("attn/sdpa.py",), exactly("SafeSoftmaxBackward0"),
         claims=(
             Claim("keeps-weights", "cpu",
                 "The math backend is ordinary ops under autograd: it keeps its score-sized "
@@ -628,14 +649,14 @@ SPECS: tuple[Spec, ...] = (
     train(
         "sdpa_flash", "Training: SDPA flash backend",
         "flash keeps one number per row and recomputes the scores in the backward",
-        lambda: V.SdpaVariant("flash"), ("attn/sdpa.py",), rf"^{FUSED_CPU}_backward$",
+        lambda: V.SdpaVariant("flash"), ("attn/sdpa.py",), exactly(FUSED_CPU_BACKWARD),
         claims=(
             keeps_row_statistic("keeps-row-statistic", "cpu", "q, k, v, the output"),
             Claim("one-fused-backward", "cpu",
-                f"The backward is one fused op too, {FUSED_CPU}_backward, with no softmax and no "
+                f"The backward is one fused op too, {FUSED_CPU_BACKWARD}, with no softmax and no "
                 "aten::bmm: it recomputes the scores tile by tile.",
                 in_backward(both(
-                    present(f"{FUSED_CPU}_backward"), absent(*SOFTMAX_OPS, "aten::bmm")
+                    present(FUSED_CPU_BACKWARD), absent(*SOFTMAX_OPS, "aten::bmm")
                 ))),
             Claim("step-peak-under-one-score-matrix", "cpu",
                 "Forward and backward together stay under one score matrix.",
@@ -647,14 +668,14 @@ SPECS: tuple[Spec, ...] = (
             keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
             Claim("gpu-flash-backward-kernel", "cuda",
                 "The backward runs FlashAttention's own backward kernels (pytorch_flash::flash_bwd).",
-                in_backward(kernel_matching(r"^(void )?pytorch_flash::flash_bwd"))),
+                in_backward(kernel_matching(FLASH_BACKWARD_KERNEL))),
         ),
         sweeps=("training",),
     ),
     train(
         "custom_cpu", "Training: our C++ op",
         "our op keeps only q, k, v; its backward recomputes the scores with PyTorch ops",
-        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"), r"^aten::softmax$",
+        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"), exactly("aten::softmax"),
         claims=(
             Claim("keeps-q-k-v", "cpu",
                 "Our op keeps only q, k and v for the backward (ctx.save_for_backward in "
@@ -682,13 +703,13 @@ SPECS: tuple[Spec, ...] = (
     train(
         "flex", "Training: FlexAttention",
         "Flex's backward is generated too, on a GPU; on CPU it has none",
-        lambda: V.GeneratedVariant(V.FlexAttention()), ("attn/flex.py",), r"^triton_tem_",
+        lambda: V.GeneratedVariant(V.FlexAttention()), ("attn/flex.py",), INDUCTOR_TEMPLATE,
         backward_problem=lambda device: V.backward_problem(device),
         claims=(
             Claim("gpu-generated-backward", "cuda",
                 "The backward is generated too: a Triton template kernel (triton_tem_) under "
                 "attn_bwd.",
-                in_backward(kernel_matching(r"^triton_tem_"))),
+                in_backward(kernel_matching(INDUCTOR_TEMPLATE))),
             keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
         ),
     ),
@@ -714,7 +735,7 @@ class PublicTrace:
 PUBLIC: tuple[PublicTrace, ...] = (
     PublicTrace(
         "tracelens-h100-timesformer-eager-softmax", "naive.md",
-        r"(?i)softmax",
+        SOFTMAX_KERNEL,
         claims=(
             Claim("eager", "cuda",
                 "diagnose finds eager attention in every TimesformerSelfAttention: a product, a "
@@ -723,7 +744,7 @@ PUBLIC: tuple[PublicTrace, ...] = (
             Claim("softmax-longest", "cuda",
                 "In the attention call with the most device time, the longest kernel is the "
                 "softmax, not a matrix product: it reads and writes the whole score matrix.",
-                longest_kernel(r"(?i)softmax")),
+                longest_kernel(SOFTMAX_KERNEL)),
             Claim("most-of-the-step", "cuda",
                 "Eager attention takes most of the step's kernel time.",
                 attention_share(0.5, 1.0)),
@@ -736,7 +757,7 @@ PUBLIC: tuple[PublicTrace, ...] = (
     ),
     PublicTrace(
         "switchtransformers-a100-eager-mqa-fp32", "naive.md",
-        r"^Memcpy DtoD",
+        MEMCPY_DTOD,
         zoom="aten::masked_fill",
         claims=(
             Claim("eager", "cuda",
@@ -747,7 +768,7 @@ PUBLIC: tuple[PublicTrace, ...] = (
                 "Every out-of-place masked_fill copies the whole [8, 8, 1024, 1024] score matrix "
                 "with a Memcpy DtoD before it fills the copy: this chapter's hidden copy, on an "
                 "A100.",
-                each_op_launches("aten::masked_fill", r"^Memcpy DtoD")),
+                each_op_launches("aten::masked_fill", MEMCPY_DTOD)),
             Claim("found-on-every-call", "cuda",
                 "diagnose reports the out-of-place masked_fill once for every attention call.",
                 reported_on_every_call("out_of_place_masked_fill")),
@@ -772,7 +793,7 @@ PUBLIC: tuple[PublicTrace, ...] = (
     ),
     PublicTrace(
         "tracelens-mi300x-compiled-sdpa", "compiled-and-flex.md",
-        r"^attn_fwd$",
+        AOTRITON_KERNEL,
         claims=(
             Claim("compiled-sdpa", "cuda",
                 "Inside the compiled region Inductor calls SDPA's flash op, one kernel per call "
@@ -782,12 +803,12 @@ PUBLIC: tuple[PublicTrace, ...] = (
             Claim("generated-or-library", "cuda",
                 "Every other kernel is a Triton kernel Inductor generated (triton_) or the GEMM of "
                 "an aten::mm.",
-                kernels_launched_under(r"^triton_", r"^aten::mm$", r"^aten::_scaled_dot_product")),
+                kernels_launched_under(INDUCTOR_TRITON, exactly("aten::mm"), SDPA_BACKEND_OP)),
         ),
     ),
     PublicTrace(
         "tracelens-mi300x-sglang-decode-graph", "decoding.md",
-        r"^(void )?paged_attention_ll4mi_QKV",
+        PAGED_ROCM_KERNEL,
         claims=(
             Claim("paged-graph-replay", "cuda",
                 "diagnose finds paged attention replayed from a CUDA graph, with no CPU op around "

@@ -78,3 +78,27 @@ def built_site(tmp_path_factory):
     kernel = [line for line in run.stderr.splitlines() if "] WARNING" in line]
     assert not kernel, f"the build printed warnings: {kernel}"
     return site
+
+
+# --- tiny CPU runs of every variant, read by the claims' tests -----------------------------------
+
+
+@pytest.fixture(scope="session")
+def cpu_evidence():
+    """Evidence of a tiny CPU run of every variant that runs here on square inputs, by name, as a
+    run writes it (first calls timed, the shape it ran at). Tests read it: copy before changing."""
+    import attn
+    from attn import specs
+    from attn.profiling.capture import capture
+    from attn.profiling.config import ProfileConfig
+    from attn.traces.analyze import summarize
+    from attn.traces.trace_checks import Evidence
+
+    tiny = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
+    found = {}
+    for spec in specs.SPECS:
+        variant = attn.get_variant(spec.name)
+        if variant.why_unavailable("cpu") is None and spec.inputs == "square":
+            trace = capture(variant, tiny)[0]
+            found[spec.name] = Evidence(*summarize(trace, base={"shape": tiny.shape()}))
+    return found

@@ -13,7 +13,7 @@ from attn.profiling import training
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.traces.analyze import summarize
-from attn.traces.checks import BenchmarkEvidence, keeps_times
+from attn.traces.benchmark_checks import BenchmarkEvidence, keeps_times
 from attn.traces.trace import Trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)

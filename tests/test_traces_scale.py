@@ -13,10 +13,10 @@ import pytest
 
 from attn.traces import scrub
 from attn.traces.analyze import ANALYSIS_STEPS, LISTED, summarize, write_artifacts
-from attn.traces.checks import Evidence
 from attn.traces.scrub import Scrubber, scrub_trace, write_trace
 from attn.traces.timeline import MIXED_COLOR, draw_timeline
 from attn.traces.trace import Trace, TraceFormatError, load_trace, per_forward, read_trace
+from attn.traces.trace_checks import Evidence
 
 REAL = Path(__file__).parent / "fixtures" / "realtraces"
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))

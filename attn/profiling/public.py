@@ -23,8 +23,9 @@ from attn.profiling.flags import out_folder
 from attn.traces import layout, trace_lint
 from attn.traces.atomic import write_json
 from attn.traces.calls import Call, attention_rows, find_calls
-from attn.traces.checks import PublicEvidence, evaluate
+from attn.traces.claims import evaluate
 from attn.traces.findings import findings
+from attn.traces.public_checks import PublicEvidence
 from attn.traces.trace import Trace, load_trace, read_trace
 
 REALTRACES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "realtraces"

@@ -16,13 +16,14 @@ from typing import Any, Protocol
 from attn.traces import layout
 from attn.traces.atomic import atomic_folder, write_json
 from attn.traces.backward import summarize_backward
-from attn.traces.checks import Evidence, evaluate
+from attn.traces.claims import evaluate
 from attn.traces.diff import diffs_of, write_diffs
 from attn.traces.layout import BrokenSet
 from attn.traces.overview import is_current, write_overview
 from attn.traces.scrub import Scrubber, write_trace
 from attn.traces.table import markdown_table
 from attn.traces.trace import FIRST_CALLS_KEY, Forward, Trace, parse, per_forward, read_trace
+from attn.traces.trace_checks import Evidence
 
 ANALYSIS_STEPS = ("counting", "tabling", "drawing", "writing")  # what write_artifacts tells
 # summary.json lists the first forward's kernels and top-level ops up to this many: a training

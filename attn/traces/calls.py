@@ -61,7 +61,7 @@ def _scope(trace: Trace, row: int) -> int | None:
         for r, n in found
         if trace.cat[r] == "user_annotation"
         and not n.startswith(STEP_PREFIX)
-        and not re.search(patterns.COMPILED_REGION, n)
+        and not re.search(patterns.ANY_COMPILED_REGION, n)
     ]
     modules = [r for r, n in found if _is_module(n)]
     return next(iter(attention or ranges or modules), None)
@@ -77,7 +77,7 @@ def _where(trace: Trace, scope: int | None) -> str:
 def _compiled(trace: Trace, row: int) -> bool:
     names = [trace.name[row], *(trace.name[r] for r in trace.ancestors(row))]
     return bool(re.search(patterns.GENERATED, names[0])) or any(
-        re.search(patterns.COMPILED_REGION, n) for n in names
+        re.search(patterns.ANY_COMPILED_REGION, n) for n in names
     )
 
 

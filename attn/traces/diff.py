@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from attn.traces import layout
+from attn.traces import layout, patterns
 from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.markdown import code, text
 from attn.traces.scrub import Scrubber
@@ -157,21 +157,13 @@ def _short(name: str, limit: int = 60) -> str:
 # What the headline names first: device work, then what moves data, then other ops; views and
 # empty allocations (bookkeeping that comes and goes with everything else) last. Time only breaks
 # ties, so the headline does not change from run to run.
-MOVES_DATA = re.compile(r"(?i)copy|clone|memcpy|memset|repeat|contiguous|\bcat\b|stack")
-BOOKKEEPING = frozenset(
-    f"aten::{name}"
-    for name in (
-        "as_strided alias detach empty empty_like empty_strided expand flatten lift_fresh permute "
-        "reshape _reshape_alias resolve_conj resolve_neg select slice squeeze t transpose "
-        "unsqueeze _unsafe_view view"
-    ).split()
-)
+MOVES_DATA = re.compile(patterns.MOVES_DATA)
 
 
 def _rank(name: str) -> int:
     if MOVES_DATA.search(name):
         return 0
-    return 2 if name in BOOKKEEPING else 1
+    return 2 if name in patterns.BOOKKEEPING_OPS else 1
 
 
 def headline(data: dict, most: int = 4) -> str:

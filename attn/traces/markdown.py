@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
+from attn.traces.patterns import OP_NAME
+
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MARKS = re.compile(r"([\\`\[\]{}])")  # escapes, code, links and images, attribute lists
-OP = re.compile(r"\b(?:aten|attn)::\w+")
+OP = re.compile(OP_NAME)
 
 
 def visible(name: str) -> str:

@@ -27,7 +27,7 @@ OUR_CUDA_KERNEL = r"^(void )?(attn::)?flash_fwd_kernel\b"
 OUR_TRITON_KERNEL = r"^_attn_fwd\b"
 # Inductor's generated code, and the ranges it runs in: a call inside them was compiled.
 GENERATED = r"^(graph_\d+_)?(cpp|triton)_\w+|" + FLEX_CPU_KERNEL
-COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph)"
+ANY_COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph)"
 # The eager pattern: a product, a softmax, a product. Generated softmaxes count (compiled eager).
 MATMUL_OPS = ("aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm", "aten::einsum")
 SOFTMAX = r"^aten::(_safe_)?_?softmax$|^(graph_\d+_)?(cpp|triton)_\w*fused_\w*(?<!log)_softmax"
@@ -41,6 +41,59 @@ ATTENTION_WORDS = r"(?i)attn|attention|fmha|flash|sdpa|paged|\bmha"
 LAYOUT_KERNEL = r"^(graph_\d+_)?(triton_(poi|red|per)|cpp)_"
 # An autograd node as the backward records it (its "Sequence number" ties it to its forward).
 AUTOGRAD_NODE = "autograd::engine::evaluate_function: "
+
+# The names the claims (attn.specs) and their checks match, and diff, timeline and markdown with
+# them. ATen's namespace, and ATen's ops by what they do:
+ATEN = "aten::"  # an op in ATen's namespace: what the table of ops counts
+FUSED_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu"  # SDPA's one fused op on a CPU
+FUSED_CPU_BACKWARD = f"{FUSED_CPU}_backward"
+SDPA_OPS = (
+    FUSED_CPU,
+    "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_attention_math",
+)
+SDPA_BACKEND_OP = r"^aten::_scaled_dot_product"  # any of SDPA's backend ops
+SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")  # SOFTMAX's eager ops
+CLONE, COPY = "aten::clone", "aten::copy_"  # the ops that copy a tensor's data
+MUL = "aten::mul"  # q times the scale: a Python float, converted to a 0-dim tensor under it
+REPEAT_INTERLEAVE = "aten::repeat_interleave"  # copies each KV head to its query heads (GQA)
+# What moves data, for diff's headline, and ATen's bookkeeping (views, empty allocations).
+MOVES_DATA = r"(?i)copy|clone|memcpy|memset|repeat|contiguous|\bcat\b|stack"
+BOOKKEEPING_OPS = frozenset(
+    ATEN + name
+    for name in (
+        "as_strided alias detach empty empty_like empty_strided expand flatten lift_fresh permute "
+        "reshape _reshape_alias resolve_conj resolve_neg select slice squeeze t transpose "
+        "unsqueeze _unsafe_view view"
+    ).split()
+)
+OP_NAME = r"\b(?:aten|attn)::\w+"  # an op's name inside a sentence (markdown shows it as code)
+# Device work by name: a copy kernel (the elementwise direct_copy a clone or copy_ launches), a
+# device-to-device Memcpy, a kernel that builds a causal mask (tril), one that names softmax in any
+# case (cunn_SoftMaxForward too).
+COPY_KERNEL = r"(?i)copy"
+MEMCPY_DTOD = r"^Memcpy DtoD"
+TRIL_KERNEL = r"tril"
+SOFTMAX_KERNEL = r"(?i)softmax"
+FLASH_BACKWARD_KERNEL = r"^(void )?pytorch_flash::flash_bwd"  # any of FlashAttention's backward
+AOTRITON_KERNEL = r"^attn_fwd$"  # SDPA's flash backend on ROCm
+PAGED_ROCM_KERNEL = r"^(void )?paged_attention_ll4mi_QKV"  # vLLM's paged attention on ROCm
+# Inductor's generated code, by what it fused: any Triton kernel, its template kernels (Flex's,
+# forward and backward), softmax with masked_fill (C++ on a CPU, Triton on a GPU), and the
+# additive causal mask built (full, triu).
+INDUCTOR_TRITON = r"^triton_"
+INDUCTOR_TEMPLATE = r"^triton_tem_"
+SOFTMAX_MASK_CPP = r"cpp_fused__softmax\w*masked_fill"
+SOFTMAX_MASK_TRITON = r"^triton_\w*fused_\w*_softmax\w*masked_fill"
+MASK_BUILD_CPP = r"cpp_fused_\w*full_triu"
+# ANY_COMPILED_REGION is any range compiled code runs in; this is only Dynamo's own, numbered
+# <frame>/<compile>: its second number says which compilation of the frame runs.
+NUMBERED_COMPILED_REGION = r"^Torch-Compiled Region: (\d+)/(\d+)$"
+
+
+def exactly(name: str) -> str:
+    """A pattern that matches `name` whole, and no longer name."""
+    return f"^{re.escape(name)}$"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +117,7 @@ ROWS: tuple[Row, ...] = (
     Row(r"^aten::_scaled_dot_product_cudnn_attention_backward$", sdpa("cudnn"), "SDPA's cuDNN backend, backward", backward=True),
     # A backward of FlashAttention is three kernels: the first starts a call, the others finish it.
     Row(r"^(void )?pytorch_flash::flash_bwd_dot_do_o", sdpa("flash"), "FlashAttention-2 in PyTorch, backward", backward=True),
-    Row(r"^(void )?pytorch_flash::flash_bwd", sdpa("flash"), "FlashAttention-2 in PyTorch, backward", helper=True, backward=True),
+    Row(FLASH_BACKWARD_KERNEL, sdpa("flash"), "FlashAttention-2 in PyTorch, backward", helper=True, backward=True),
     Row(r"^(void )?fmha_cutlassB", sdpa("efficient"), "xformers' fused CUTLASS kernel, backward", backward=True),
     Row(r"^(void )?cudnn_generated\w*sdpa\w*bprop", sdpa("cudnn"), "a kernel cuDNN generated for SDPA, backward", backward=True),
     Row(r"^bwd_preprocess\w*$", sdpa("flash"), "AOTriton's kernels, backward (ROCm)", backward=True),
@@ -85,7 +138,7 @@ ROWS: tuple[Row, ...] = (
     Row(FLASH_KERNEL, sdpa("flash"), "FlashAttention-2 as built into PyTorch"),
     Row(CUTLASS_KERNEL, sdpa("efficient"), "xformers' fused CUTLASS kernel"),
     Row(CUDNN_KERNEL, sdpa("cudnn"), "a kernel cuDNN generated for SDPA"),
-    Row(r"^attn_fwd$", sdpa("flash"), "AOTriton's kernel: SDPA's flash backend on ROCm"),
+    Row(AOTRITON_KERNEL, sdpa("flash"), "AOTriton's kernel: SDPA's flash backend on ROCm"),
     # FlexAttention, compiled by Inductor.
     Row(FLEX_KERNEL, "flex", "FlexAttention's Triton template kernel"),
     Row(FLEX_CPU_KERNEL, "flex", "FlexAttention's C++ template kernel"),
@@ -97,7 +150,7 @@ ROWS: tuple[Row, ...] = (
     Row(r"^(void )?(vllm::)?paged_attention_v2_reduce", "paged", "vLLM's paged attention, its reduce", helper=True),
     Row(r"^(void )?(vllm::)?paged_attention_v[12]_kernel", "paged", "vLLM's paged attention"),
     Row(r"^(void )?paged_attention_ll4mi_reduce", "paged", "vLLM's ROCm paged attention, its reduce", helper=True),
-    Row(r"^(void )?paged_attention_ll4mi_QKV", "paged", "vLLM's ROCm paged attention (AMD)"),
+    Row(PAGED_ROCM_KERNEL, "paged", "vLLM's ROCm paged attention (AMD)"),
     Row(r"^kernel_unified_attention_[23]d$", "paged", "vLLM's Triton unified attention"),
     Row(r"^reduce_segments$", "paged", "vLLM's Triton unified attention, its reduce", helper=True),
     Row(r"^_fwd_kernel_stage2$", "paged", "Triton decode attention, its reduce", helper=True),
@@ -143,8 +196,10 @@ ATTENTION_MODULE = r"(?i)atten|attn"  # a module named as attention is a call's 
 NOT_NAMED_OPS = ("aten::", "nn.Module", AUTOGRAD_NODE)  # never taken for attention by name alone
 BACKWARD_WORDS = r"(?i)backward|_bwd"  # an op named as attention that is a backward
 GRAPH_LAUNCH = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch: kernels replayed from a graph
-CLONE, COPY = "aten::clone", "aten::copy_"  # a copy's device work is launched under copy_
-COPY_OPS = (CLONE, COPY)  # an op copies memory if one of these runs under it
+COPY_OPS = (
+    CLONE,
+    COPY,
+)  # an op copies memory if one of these runs under it (copy_ launches its work)
 CONTIGUOUS = "aten::contiguous"
 MASKED_FILL = "aten::masked_fill"  # out of place: masked_fill_ is the in-place one
 EXPAND = "aten::expand"  # made contiguous after, a repeat of K and V

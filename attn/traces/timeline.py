@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from attn.traces.markdown import visible
+from attn.traces.patterns import CLONE, COPY
 from attn.traces.plot import WIDTH_IN, figure, save
 from attn.traces.trace import (
     DEVICE_CATEGORIES,
@@ -51,10 +52,10 @@ GAP_DRAWN = 0.03  # ... to this share of the drawing
 
 
 def is_copy(e: Event) -> bool:
-    if e.cat == MEMCPY or e.name == "aten::clone":
+    if e.cat == MEMCPY or e.name == CLONE:
         return True
     # A copy_ of a 0-dim tensor (a Python number wrapped by `q * scale`) is not the lesson's copy.
-    return e.name == "aten::copy_" and (e.args.get("Input Dims") or [[1]])[0] != []
+    return e.name == COPY and (e.args.get("Input Dims") or [[1]])[0] != []
 
 
 def color(e: Event) -> str:

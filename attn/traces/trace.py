@@ -27,6 +27,8 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 
+from attn.traces.patterns import ATEN
+
 FORWARD_RANGE = "attn_fwd"
 BACKWARD_RANGE = "attn_bwd"  # a training step's backward (its ops may run on another thread)
 STEP_PREFIX = "ProfilerStep#"
@@ -331,7 +333,7 @@ class Trace:
     @functools.cached_property
     def is_aten_op(self) -> np.ndarray:
         """ATen operators: what `ops_per_forward` counts."""
-        return self.named(self.in_categories("cpu_op"), lambda name: name.startswith("aten::"))
+        return self.named(self.in_categories("cpu_op"), lambda name: name.startswith(ATEN))
 
     @functools.cached_property
     def is_launch(self) -> np.ndarray:
@@ -526,7 +528,7 @@ class Forward:
 
     @property
     def aten_ops(self) -> list[Event]:
-        return [e for e in self.cpu_events if e.cat == "cpu_op" and e.name.startswith("aten::")]
+        return [e for e in self.cpu_events if e.cat == "cpu_op" and e.name.startswith(ATEN)]
 
     @property
     def runtime_calls(self) -> list[Event]:

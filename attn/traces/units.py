@@ -1,6 +1,14 @@
-"""Times, sizes and counts as the site and the terminal print them: one format for each."""
+"""Times, sizes and counts as the site and the terminal print them: one format for each. And the
+bytes of one element of each dtype a run records."""
 
 from __future__ import annotations
+
+# Bytes per element, by the dtype's name in torch (a summary's "dtype") and by the name the
+# profiler gives it in an op's "Input type".
+DTYPE_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+PROFILER_DTYPES = {"double": "float64", "float": "float32", "c10::BFloat16": "bfloat16",
+                   "c10::Half": "float16"}  # fmt: skip
+ELEMENT_BYTES = {name: DTYPE_BYTES[dtype] for name, dtype in PROFILER_DTYPES.items()}
 
 
 def time_text(us: float, digits: int = 2) -> str:

@@ -12,8 +12,9 @@ import html
 from collections.abc import Callable
 from typing import NamedTuple
 
+from attn.traces.units import DTYPE_BYTES
+
 MIB = 1 << 20
-ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 
 
 class Answer(NamedTuple):
@@ -36,7 +37,7 @@ class Question(NamedTuple):
 
 
 def _score_matrix_bytes(s: dict) -> int | None:
-    shape, size = s.get("shape") or {}, ITEMSIZE.get(s.get("dtype"))
+    shape, size = s.get("shape") or {}, DTYPE_BYTES.get(s.get("dtype"))
     dims = [shape.get(k) for k in ("batch", "heads", "seq_q", "seq_k")]
     if size is None or not all(isinstance(d, int) and d > 0 for d in dims):
         return None

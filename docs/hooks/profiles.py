@@ -51,7 +51,7 @@ from profile_text import (
 from attn import specs
 from attn.traces import layout
 from attn.traces import markdown as md
-from attn.traces.checks import BenchmarkClaim, BenchmarkEvidence
+from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
 from attn.traces.diff import render_diff as diff_markdown
 from attn.traces.figure_tables import benchmark_table, decoding_table, table_head, table_row

@@ -1,8 +1,31 @@
-"""The name table: each family on a name as traces spell it, and what it must not take for attention."""
+"""The name table: each family on a name as traces spell it, what it must not take for attention,
+and the names the claims and checks match, which agree with the table."""
+
+import re
 
 import pytest
 
-from attn.traces.patterns import row_for, says_attention
+from attn.traces.patterns import (
+    AOTRITON_KERNEL,
+    BOOKKEEPING_OPS,
+    ANY_COMPILED_REGION,
+    FLASH_BACKWARD_KERNEL,
+    FUSED_CPU,
+    FUSED_CPU_BACKWARD,
+    MOVES_DATA,
+    NUMBERED_COMPILED_REGION,
+    OP_NAME,
+    PAGED_ROCM_KERNEL,
+    SDPA_BACKEND_OP,
+    SDPA_OPS,
+    SOFTMAX,
+    SOFTMAX_MASK_CPP,
+    SOFTMAX_MASK_TRITON,
+    SOFTMAX_OPS,
+    exactly,
+    row_for,
+    says_attention,
+)
 
 NAMES = [  # (name as a trace spells it, the implementation it says, or None: not attention)
     ("aten::_scaled_dot_product_flash_attention_for_cpu", "sdpa_flash"),
@@ -91,3 +114,54 @@ def test_a_backward_is_one_call_started_by_its_first_kernel():
 )
 def test_an_unknown_kernel_counts_by_its_own_name(kernel, mentions):
     assert row_for(kernel) is None and says_attention(kernel) is mentions
+
+
+def test_exactly_matches_the_whole_name_and_nothing_longer():
+    assert exactly("aten::clone") == "^aten::clone$"
+    assert re.search(exactly("aten::masked_fill"), "aten::masked_fill")
+    assert not re.search(exactly("aten::masked_fill"), "aten::masked_fill_")
+    assert re.search(exactly("a.b"), "a.b") and not re.search(exactly("a.b"), "axb")
+
+
+def test_the_numbered_compiled_region_is_dynamo_s_own_of_the_compiled_regions():
+    numbered = "Torch-Compiled Region: 3/1"
+    match = re.match(NUMBERED_COMPILED_REGION, numbered)
+    assert match and match.groups() == ("3", "1")  # <frame>/<compile>
+    assert re.search(ANY_COMPILED_REGION, numbered)
+    for other in ("CompiledFunction", "## Call CompiledFxGraph f3abc ##", "Torch-Compiled Region"):
+        assert re.search(ANY_COMPILED_REGION, other) and not re.match(
+            NUMBERED_COMPILED_REGION, other
+        )
+
+
+def test_the_claims_names_say_what_the_table_says():
+    assert row_for(FUSED_CPU).implementation == "sdpa_flash" and FUSED_CPU in SDPA_OPS
+    assert (row_for(FUSED_CPU_BACKWARD).implementation, row_for(FUSED_CPU_BACKWARD).backward) == (
+        "sdpa_flash",
+        True,
+    )
+    assert all(re.search(SOFTMAX, name) for name in SOFTMAX_OPS)
+    assert all(re.search(SDPA_BACKEND_OP, name) for name in SDPA_OPS if name.startswith("aten::_"))
+    kernels = [  # (a kernel as a trace spells it, the claims' pattern for it)
+        ("void pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel<>", FLASH_BACKWARD_KERNEL),
+        ("attn_fwd", AOTRITON_KERNEL),
+        ("void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16>", PAGED_ROCM_KERNEL),
+    ]
+    for name, pattern in kernels:
+        assert row_for(name).pattern == pattern, name
+
+
+def test_generated_softmax_kernels_are_named_after_what_they_fused():
+    assert re.search(SOFTMAX_MASK_CPP, "graph_0_cpp_fused__softmax_masked_fill_0")
+    assert re.search(SOFTMAX_MASK_TRITON, "triton_per_fused__softmax_masked_fill_0")
+    assert not re.search(SOFTMAX_MASK_CPP, "cpp_fused__softmax_0")  # no mask fused in
+    assert re.search(SOFTMAX, "triton_per_fused__softmax_masked_fill_0")  # eager's softmax too
+
+
+def test_what_moves_data_and_what_is_bookkeeping():
+    assert re.search(MOVES_DATA, "aten::clone") and re.search(MOVES_DATA, "Memcpy DtoD")
+    assert "aten::view" in BOOKKEEPING_OPS and not re.search(MOVES_DATA, "aten::view")
+    assert re.findall(OP_NAME, "aten::clone under attn::flash_attention_forward, not x::y") == [
+        "aten::clone",
+        "attn::flash_attention_forward",
+    ]

@@ -1,0 +1,139 @@
+"""Checks on a hardware set's benchmark rows (benchmark.json, training.json): times as ratios to the
+baseline's, one variant against another at the same shapes, saved bytes. Each row keeps its
+interval; where an interval holds the limit, a check cannot tell (None). See attn.traces.claims."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from attn.traces import intervals
+from attn.traces.claims import Check, Claim
+
+
+@dataclasses.dataclass
+class BenchmarkEvidence:
+    """What a benchmark claim may look at: the set's benchmark rows, and which variant it is about."""
+
+    variant: str
+    rows: list[dict]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkClaim(Claim):
+    """A sentence about the variant's rows in a set's `<figure>.json` (benchmark.json unless said),
+    checked when the site is built against each set that has that figure; its check takes a
+    BenchmarkEvidence."""
+
+    figure: str = "benchmark"
+
+
+def _span(values: list) -> str:
+    values = sorted(set(values))
+    return str(values[0]) if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
+def benchmark_shapes(rows: list[dict]) -> str:
+    """What the rows measured, in words: 'batch 1 × 8 heads, seq 512 to 4096, head_dim 64, 128,
+    float32 and bfloat16' (dtypes where the rows record them)."""
+    sizes = sorted({(r.get("batch"), r.get("heads")) for r in rows})
+    size = ", ".join(f"batch {b} × {h} heads" for b, h in sizes if b is not None and h is not None)
+    dims = ", ".join(str(d) for d in sorted({r["head_dim"] for r in rows}))
+    dtypes = " and ".join(dict.fromkeys(r["dtype"] for r in rows if r.get("dtype")))
+    parts = [size] if size else []
+    parts += [f"seq {_span([r['seq'] for r in rows])}", f"head_dim {dims}"]
+    return ", ".join(parts + ([dtypes] if dtypes else []))
+
+
+def _where(r: dict) -> str:
+    """One benchmarked shape in words: 'seq 2048, head_dim 64', after its dtype where recorded."""
+    shape = f"seq {r['seq']}, head_dim {r['head_dim']}"
+    return f"{r['dtype']}, {shape}" if r.get("dtype") else shape
+
+
+def _row_time(row: dict) -> dict:
+    """A benchmark row's time as intervals reads it: the median `time_us` and its interval (a row
+    written before intervals were recorded: the median alone)."""
+    t = row["time_us"]
+    return {"median_us": t, "low_us": row.get("low_us", t), "high_us": row.get("high_us", t),
+            "repeats": row.get("repeats", 1)}  # fmt: skip
+
+
+def _verdict(verdicts: list[bool | None]) -> bool | None:
+    """All hold: True; any fails for sure: False; else (an interval holds the limit) cannot tell."""
+    if any(v is False for v in verdicts):
+        return False
+    return True if all(verdicts) else None
+
+
+def ratio_to_baseline_below(limit: float, **only) -> Check:
+    """At every benchmarked shape (those whose rows have the values `only` gives, such as
+    is_causal=True or head_dim=64), the variant's time ÷ the baseline's (`ratio_to_flash`, measured
+    in the same run) is under `limit`; cannot tell where a ratio's interval holds `limit`."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        mine = [
+            r
+            for r in ev.rows
+            if r.get("variant") == ev.variant
+            and r.get("ratio_to_flash") is not None
+            and all(r.get(field) == value for field, value in only.items())
+        ]
+        if not mine:
+            return None, f"no {ev.variant} row with a ratio to the baseline in benchmark.json"
+        lo = min(mine, key=lambda r: r["ratio_to_flash"])
+        hi = max(mine, key=lambda r: r["ratio_to_flash"])
+        masking = {True: " causal", False: " non-causal", None: ""}[only.get("is_causal")]
+        bounds = [(r.get("ratio_low", r["ratio_to_flash"]), r.get("ratio_high", r["ratio_to_flash"]))
+                  for r in mine]  # fmt: skip
+        return _verdict([intervals.below(low, high, limit) for low, high in bounds]), (
+            f"{lo['ratio_to_flash']:.2f}× ({_where(lo)}) to {hi['ratio_to_flash']:.2f}× ({_where(hi)}) "
+            f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+def slower_than(other: str) -> Check:
+    """At every shape benchmarked with both, the variant takes more time than `other` (same run);
+    cannot tell where their intervals overlap."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        fields = ("batch", "heads", "seq", "head_dim", "is_causal", "dtype")
+        key = lambda r: tuple(r.get(f) for f in fields)  # noqa: E731
+        theirs = {key(r): r for r in ev.rows if r.get("variant") == other}
+        pairs = [
+            (r, intervals.ratio(_row_time(r), _row_time(theirs[key(r)])))
+            for r in ev.rows
+            if r.get("variant") == ev.variant and theirs.get(key(r))
+        ]
+        if not pairs:
+            return None, f"no shape in benchmark.json has both {ev.variant} and {other}"
+        lo, hi = min(x[0] for _, x in pairs), max(x[0] for _, x in pairs)
+        mine = [r for r, _ in pairs]
+        verdicts = [intervals.above(low, high) for _, (_, low, high) in pairs]
+        return _verdict(verdicts), (
+            f"{ev.variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
+            f"{benchmark_shapes(mine)}"
+        )
+
+    return check
+
+
+def keeps_times(factor: float, other: str, from_seq: int) -> Check:
+    """At every length swept from `from_seq` on, the variant saves for the backward at least
+    `factor` times the bytes `other` saves (training.json, both measured in one run)."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        key = "saved_for_backward_bytes"
+        theirs = {r["seq"]: r[key] for r in ev.rows if r.get("variant") == other}
+        ratios = [
+            (r["seq"], r[key] / theirs[r["seq"]])
+            for r in ev.rows
+            if r.get("variant") == ev.variant and r["seq"] >= from_seq and theirs.get(r["seq"])
+        ]
+        if not ratios:
+            return None, f"no length from {from_seq} on has both {ev.variant} and {other}"
+        shown = ", ".join(f"{x:.1f}× at seq {seq}" for seq, x in ratios)
+        return min(x for _, x in ratios) >= factor, f"{ev.variant} ÷ {other}: {shown}"
+
+    return check
