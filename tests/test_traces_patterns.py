@@ -6,9 +6,9 @@ import re
 import pytest
 
 from attn.traces.patterns import (
+    ANY_COMPILED_REGION,
     AOTRITON_KERNEL,
     BOOKKEEPING_OPS,
-    ANY_COMPILED_REGION,
     FLASH_BACKWARD_KERNEL,
     FUSED_CPU,
     FUSED_CPU_BACKWARD,
