@@ -264,48 +264,39 @@ def _sweep(
 ) -> list[dict]:
     say("ceilings")
     small = max(probe_bytes // 64, 2**16)  # fits in a CPU's last-level cache
-    copies = [bandwidth_probe(device, probe_bytes)]
-    matmuls = [compute_probe(device, matmul_n, dtype)]
-    reads = [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
+    first = _measure_ceilings(device, dtype, probe_bytes, small, matmul_n)
     ways = implementations(device, dtype)
-    es = _size(dtype)
     rows: list[dict] = []
     for batch in batches:
-        floor = {}
-        slow: set[str] = set()
-        for cache_len in (1, *lengths):
-            say(f"batch {batch}, cache {cache_len}")
-            q, k, v = make_step(device, dtype, batch=batch, cache_len=cache_len, heads=heads,
-                                kv_heads=kv_heads, head_dim=head_dim)  # fmt: skip
-            run = {label: ways[label] for label in ways if label not in slow}
-            results = timed(
-                {label: (lambda s=step, qkv=(q, k, v): s(*qkv)) for label, step in run.items()},
-                device,
-                budget_s,
-            )
-            kv_bytes = 2 * batch * kv_heads * cache_len * head_dim * es
-            flops = 4 * batch * heads * cache_len * head_dim  # q.k and p.v, 2 per multiply-add
-            for label, t in results.items():
-                if cache_len == 1:
-                    floor[label] = t["time_s"]
-                    continue
-                if t["time_s"] > SLOW_SECONDS:
-                    slow.add(label)
-                rows.append({
-                    "kind": "step", "impl": label, "batch": batch, "cache_len": cache_len,
-                    "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
-                    "dtype": str(dtype).removeprefix("torch."), **_times(t),
-                    "kv_bytes": kv_bytes, "flops": flops, "intensity": flops / kv_bytes,
-                    "gb_per_s": kv_bytes / t["time_s"] / 1e9,
-                    "gflop_per_s": flops / t["time_s"] / 1e9,
-                    "overhead_us": floor[label] * 1e6,
-                    "overhead_share": min(floor[label] / t["time_s"], 1.0),
-                })  # fmt: skip
-            del q, k, v
+        rows += _batch_steps(device, ways, batch, lengths, dtype, heads, kv_heads, head_dim,
+                             budget_s, say)  # fmt: skip
     say("ceilings again")
-    copies.append(bandwidth_probe(device, probe_bytes))
-    matmuls.append(compute_probe(device, matmul_n, dtype))
-    reads += [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
+    again = _measure_ceilings(device, dtype, probe_bytes, small, matmul_n)
+    copy, matmul, probes = _best_ceilings(first, again)
+    for r in (copy, matmul, *probes, *rows):
+        r["threads"] = torch.get_num_threads()
+    for r in rows:
+        r["bandwidth_ratio"] = r["gb_per_s"] / copy["gb_per_s"]
+        r["compute_ratio"] = r["gflop_per_s"] / matmul["gflop_per_s"]
+    return [copy, matmul, *probes, *rows]
+
+
+def _measure_ceilings(
+    device: str, dtype: torch.dtype, probe_bytes: int, small: int, matmul_n: int
+) -> tuple[dict, dict, list[dict]]:
+    """One measurement of the copy and matmul ceilings and of the two read probes, in that order."""
+    copy = bandwidth_probe(device, probe_bytes)
+    matmul = compute_probe(device, matmul_n, dtype)
+    reads = [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
+    return copy, matmul, reads
+
+
+def _best_ceilings(*measured: tuple[dict, dict, list[dict]]) -> tuple[dict, dict, list[dict]]:
+    """The best copy, matmul and read probes of several measurements, with their samples and each
+    probe's ratio to the copy."""
+    copies = [copy for copy, _, _ in measured]
+    matmuls = [matmul for _, matmul, _ in measured]
+    reads = [r for _, _, probes in measured for r in probes]
     probes = [
         max((r for r in reads if r["name"] == name), key=lambda r: r["gb_per_s"])
         for name in ("read", "read_small")
@@ -316,12 +307,48 @@ def _sweep(
     matmul["samples_gflop_per_s"] = [r["gflop_per_s"] for r in matmuls]
     for r in probes:
         r["ratio_to_copy"] = r["gb_per_s"] / copy["gb_per_s"]
-    for r in (copy, matmul, *probes, *rows):
-        r["threads"] = torch.get_num_threads()
-    for r in rows:
-        r["bandwidth_ratio"] = r["gb_per_s"] / copy["gb_per_s"]
-        r["compute_ratio"] = r["gflop_per_s"] / matmul["gflop_per_s"]
-    return [copy, matmul, *probes, *rows]
+    return copy, matmul, probes
+
+
+def _batch_steps(
+    device, ways, batch, lengths, dtype, heads, kv_heads, head_dim, budget_s, say
+) -> list[dict]:
+    """Step rows of one batch size: every way at each cache length, its L = 1 time as overhead; a
+    way slower than SLOW_SECONDS is not run at longer caches."""
+    es = _size(dtype)
+    rows: list[dict] = []
+    floor = {}
+    slow: set[str] = set()
+    for cache_len in (1, *lengths):
+        say(f"batch {batch}, cache {cache_len}")
+        q, k, v = make_step(device, dtype, batch=batch, cache_len=cache_len, heads=heads,
+                            kv_heads=kv_heads, head_dim=head_dim)  # fmt: skip
+        run = {label: ways[label] for label in ways if label not in slow}
+        results = timed(
+            {label: (lambda s=step, qkv=(q, k, v): s(*qkv)) for label, step in run.items()},
+            device,
+            budget_s,
+        )
+        kv_bytes = 2 * batch * kv_heads * cache_len * head_dim * es
+        flops = 4 * batch * heads * cache_len * head_dim  # q.k and p.v, 2 per multiply-add
+        for label, t in results.items():
+            if cache_len == 1:
+                floor[label] = t["time_s"]
+                continue
+            if t["time_s"] > SLOW_SECONDS:
+                slow.add(label)
+            rows.append({
+                "kind": "step", "impl": label, "batch": batch, "cache_len": cache_len,
+                "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim,
+                "dtype": str(dtype).removeprefix("torch."), **_times(t),
+                "kv_bytes": kv_bytes, "flops": flops, "intensity": flops / kv_bytes,
+                "gb_per_s": kv_bytes / t["time_s"] / 1e9,
+                "gflop_per_s": flops / t["time_s"] / 1e9,
+                "overhead_us": floor[label] * 1e6,
+                "overhead_share": min(floor[label] / t["time_s"], 1.0),
+            })  # fmt: skip
+        del q, k, v
+    return rows
 
 
 def ceilings(rows: list[dict]) -> tuple[dict, dict]:
@@ -345,9 +372,6 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     """Left: a roofline (intensity against FLOP/s) with the measured ceilings; right: achieved
     bandwidth as a fraction of the copy ceiling against cache length, the overhead-bound steps
     marked. 7.2 in wide, no font under 8.5 pt."""
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
     from attn.traces.plot import figure, save
 
     copy, matmul = ceilings(rows)
@@ -360,19 +384,34 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     small = min((r["batch"] for r in steps), default=1)
 
     fig, (ax_r, ax_b) = figure(4.1, font_pt=9, ncols=2, gridspec_kw={"wspace": 0.32})
-    # Roofline: the memory roof bw * x and the compute roof, both measured here.
-    bw = copy["gb_per_s"]
-    peak = matmul["gflop_per_s"]
+    x_lo, x_hi = _draw_roofs(ax_r, steps, copy["gb_per_s"], matmul["gflop_per_s"])
+    _draw_roofline_steps(ax_r, steps, impls, style, big)
+    _label_roofline(ax_r, x_lo, x_hi, big)
+    _draw_bandwidth_steps(ax_b, steps, impls, style, big, small)
+    _draw_bandwidth_ceilings(ax_b, rows, sorted({r["cache_len"] for r in steps}))
+    _label_bandwidth(ax_b, big, small)
+    _plain_ticks(ax_r, ax_b)
+    _legend(fig, ax_b, title)
+    save(fig, path)
+
+
+def _draw_roofs(ax, steps: list[dict], bw: float, peak: float) -> tuple[float, float]:
+    """The memory roof bw * x and the compute roof, both measured here, their ridge and values;
+    returns the x range (intensity) the panel shows."""
     xs = [r["intensity"] for r in steps] or [1.0]
     x_lo, x_hi = min(xs) / 8, max(max(xs) * 8, 2 * peak / bw)
     grid = [x_lo * (x_hi / x_lo) ** (i / 100) for i in range(101)]
-    ax_r.plot(grid, [min(bw * x, peak) for x in grid], color="black", lw=1.2)
+    ax.plot(grid, [min(bw * x, peak) for x in grid], color="black", lw=1.2)
     ridge = peak / bw  # FLOP per byte where the two roofs meet
-    ax_r.axvline(ridge, color="#777777", lw=0.8, ls=":")
-    ax_r.text(ridge, peak / 30, f" ridge\n {ridge:.3g}", fontsize=8.5, va="top")
+    ax.axvline(ridge, color="#777777", lw=0.8, ls=":")
+    ax.text(ridge, peak / 30, f" ridge\n {ridge:.3g}", fontsize=8.5, va="top")
     roofs = f"roofs measured in this run:\ncopy {bw:.3g} GB/s\nmatmul {peak:.3g} GFLOP/s"
-    ax_r.text(0.03, 0.97, roofs, transform=ax_r.transAxes, ha="left", va="top", fontsize=8.5)
-    lengths = sorted({r["cache_len"] for r in steps})
+    ax.text(0.03, 0.97, roofs, transform=ax.transAxes, ha="left", va="top", fontsize=8.5)
+    return x_lo, x_hi
+
+
+def _draw_roofline_steps(ax, steps: list[dict], impls: list[str], style: dict, big: int) -> None:
+    """Each way's steps at the largest batch on the roofline, the longest cache filled."""
     for i, name in enumerate(impls):
         color, marker = style[name]
         mine = [r for r in steps if r["impl"] == name and r["batch"] == big]
@@ -381,18 +420,27 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
         longest = max((r["cache_len"] for r in mine), default=0)
         for r in mine:
             filled = r["cache_len"] == longest
-            ax_r.scatter(r["intensity"] * shift, r["gflop_per_s"], s=22, marker=marker,
-                         color=color if filled else "none", edgecolors=color, linewidths=0.9,
-                         zorder=3)  # fmt: skip
-    ax_r.set_xscale("log")
-    ax_r.set_yscale("log")
-    ax_r.set_xlim(x_lo, x_hi)
-    ax_r.set_xlabel("arithmetic intensity (FLOP per byte of K and V)")
-    ax_r.set_ylabel("achieved GFLOP/s")
-    ax_r.set_title(f"Roofline, batch {big}: filled = longest cache run", loc="left", fontsize=9.5)
-    ax_r.grid(True, which="major", lw=0.3, alpha=0.5)
+            ax.scatter(r["intensity"] * shift, r["gflop_per_s"], s=22, marker=marker,
+                       color=color if filled else "none", edgecolors=color, linewidths=0.9,
+                       zorder=3)  # fmt: skip
 
-    # Achieved bandwidth / copy ceiling against cache length.
+
+def _label_roofline(ax, x_lo: float, x_hi: float, big: int) -> None:
+    """The roofline panel's log scales, axis labels, title and grid."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of K and V)")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.set_title(f"Roofline, batch {big}: filled = longest cache run", loc="left", fontsize=9.5)
+    ax.grid(True, which="major", lw=0.3, alpha=0.5)
+
+
+def _draw_bandwidth_steps(
+    ax, steps: list[dict], impls: list[str], style: dict, big: int, small: int
+) -> None:
+    """Each way's achieved bandwidth / copy ceiling against cache length, one line per batch
+    size, the overhead-bound steps ringed."""
     for name in impls:
         color, marker = style[name]
         for batch, ls in ((big, "-"), (small, ":")) if big != small else ((big, "-"),):
@@ -403,33 +451,53 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
             if not mine:
                 continue
             xs, ratios = [r["cache_len"] for r in mine], [r["bandwidth_ratio"] for r in mine]
-            ax_b.plot(xs, ratios, ls=ls, marker=marker, ms=4, color=color, lw=1.1,
-                      label=name if batch == big else None)  # fmt: skip
+            ax.plot(xs, ratios, ls=ls, marker=marker, ms=4, color=color, lw=1.1,
+                    label=name if batch == big else None)  # fmt: skip
             ringed = [r for r in mine if r["overhead_share"] >= 0.5]  # one key: half the step
-            ax_b.scatter([r["cache_len"] for r in ringed], [r["bandwidth_ratio"] for r in ringed],
-                         s=70, marker="o", facecolors="none", edgecolors="#999999", lw=0.8,
-                         zorder=1)  # fmt: skip
-    ax_b.axhline(1.0, color="black", lw=1.0)
-    ax_b.annotate("copy ceiling", (lengths[-1] if lengths else 1, 1.0), xytext=(0, -11),
-                  ha="right", textcoords="offset points", fontsize=8.5)  # fmt: skip
+            ax.scatter([r["cache_len"] for r in ringed], [r["bandwidth_ratio"] for r in ringed],
+                       s=70, marker="o", facecolors="none", edgecolors="#999999", lw=0.8,
+                       zorder=1)  # fmt: skip
+
+
+def _draw_bandwidth_ceilings(ax, rows: list[dict], lengths: list[int]) -> None:
+    """The copy ceiling at 1, and each read probe's ratio to it: what a step could reach."""
+    ax.axhline(1.0, color="black", lw=1.0)
+    ax.annotate("copy ceiling", (lengths[-1] if lengths else 1, 1.0), xytext=(0, -11),
+                ha="right", textcoords="offset points", fontsize=8.5)  # fmt: skip
     for r in (r for r in rows if r["kind"] == "probe"):
         # Reading alone, from memory and from a cache-sized tensor: what a step could reach.
-        ax_b.axhline(r["ratio_to_copy"], color="#555555", lw=0.9, ls="--")
-        ax_b.annotate(f"sum of {r['bytes'] / 2**20:g} MiB", (lengths[0] if lengths else 1,
-                      r["ratio_to_copy"]), xytext=(0, 2), textcoords="offset points",
-                      fontsize=8.5, color="#555555")  # fmt: skip
-    ax_b.set_xscale("log", base=2)
-    ax_b.set_yscale("log")
-    ax_b.set_xlabel("cache length L (keys)")
-    ax_b.set_ylabel("bytes of K, V per second ÷ copy ceiling")
+        ax.axhline(r["ratio_to_copy"], color="#555555", lw=0.9, ls="--")
+        ax.annotate(f"sum of {r['bytes'] / 2**20:g} MiB", (lengths[0] if lengths else 1,
+                    r["ratio_to_copy"]), xytext=(0, 2), textcoords="offset points",
+                    fontsize=8.5, color="#555555")  # fmt: skip
+
+
+def _label_bandwidth(ax, big: int, small: int) -> None:
+    """The bandwidth panel's log scales, axis labels, title and grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("cache length L (keys)")
+    ax.set_ylabel("bytes of K, V per second ÷ copy ceiling")
     dotted = f"; dotted: batch {small}" if big != small else ""
-    ax_b.set_title(f"Bandwidth, solid: batch {big}{dotted}", loc="left", fontsize=9.5)
-    ax_b.grid(True, which="major", lw=0.3, alpha=0.5)
-    # Plain tick labels: mathtext exponents (10^-2) would print below the 8.5 pt minimum.
+    ax.set_title(f"Bandwidth, solid: batch {big}{dotted}", loc="left", fontsize=9.5)
+    ax.grid(True, which="major", lw=0.3, alpha=0.5)
+
+
+def _plain_ticks(ax_r, ax_b) -> None:
+    """Plain tick labels, cache lengths as 1k, 32k: mathtext exponents (10^-2) would print below
+    the 8.5 pt minimum."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     for axis in (ax_r.xaxis, ax_r.yaxis, ax_b.yaxis):
         axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
         axis.set_minor_formatter(NullFormatter())
     ax_b.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _keys(x)))
+
+
+def _legend(fig, ax_b, title: str) -> None:
+    """The ways and the ring below both panels, the title above, and room made for both."""
+    from matplotlib.lines import Line2D
+
     handles, labels = ax_b.get_legend_handles_labels()
     ring = Line2D([], [], marker="o", ls="", mfc="none", mec="#999999", ms=8)
     labels.append("overhead ≥ half the step (ringed)")
@@ -438,7 +506,6 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     rows_of_legend = math.ceil(len(labels) / 2)
     fig.subplots_adjust(left=0.09, right=0.98, top=0.86, bottom=0.2 + 0.045 * rows_of_legend)
-    save(fig, path)
 
 
 def _keys(n: float) -> str:

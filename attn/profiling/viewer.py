@@ -240,15 +240,7 @@ def screenshot(
     cache_dir: Path | None = None,
 ) -> dict:
     """Take a PNG of the trace in the viewer, zoomed to one `range_name` with `select` selected."""
-    # Missing, empty, not a trace, a ts that is no number, no such range, a PNG that cannot be
-    # written: one line now, not a browser's error (or a picture of nothing) later.
-    trace = read_trace(trace_path)
-    if range_name and not trace.range_rows(range_name):
-        raise TraceFormatError(f"{trace_path}: no range named {range_name!r} to zoom to")
-    check_output(png_path, (trace_path,))
-    Path(png_path).parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=Path(png_path).parent):
-        pass
+    _check_shot(trace_path, png_path, range_name)
     folder = require_viewer(cache_dir)
     chromium = find_chromium()
     try:
@@ -257,26 +249,15 @@ def screenshot(
         raise ViewerUnavailable("playwright is not installed (pip install -e .[test])") from None
     trace_path, png_path = Path(trace_path).resolve(), Path(png_path)
 
-    # One folder to serve: the viewer, and the trace beside it (links, not copies).
     with tempfile.TemporaryDirectory(prefix="trace-viewer-") as tmp:
-        root = Path(tmp)
-        (root / "viewer").symlink_to(folder, target_is_directory=True)
-        trace_name = "trace" + "".join(trace_path.suffixes)
-        (root / trace_name).symlink_to(trace_path)
-        query = {
-            "trace": f"../{trace_name}",
-            "title": "/".join(trace_path.parts[-3:]),  # e.g. cpu/naive/trace.json.gz
-            "range": range_name or "",
-            "select": select or "",
-            "still": "1",
-        }
-        with serve(root) as base, _browser(chromium) as browser:
+        address = _link_viewer(Path(tmp), folder, trace_path, range_name, select)
+        with serve(Path(tmp)) as base, _browser(chromium) as browser:
             try:
                 page = browser.new_page(
                     viewport={"width": width, "height": height}, device_scale_factor=2
                 )
                 page.set_default_timeout(TIMEOUT_MS)
-                page.goto(f"{base}viewer/{INDEX_HTML}?{urlencode(query, quote_via=quote)}")
+                page.goto(base + address)
                 try:
                     facts = page.evaluate("window.traceViewer.opened") or {}
                 except PlaywrightError as error:
@@ -294,6 +275,36 @@ def screenshot(
         "mark": facts.get("mark"),
         "png": png_path,
     }
+
+
+def _check_shot(trace_path: Path, png_path: Path, range_name: str | None) -> None:
+    """Refuse in one line now what would be a browser's error (or a picture of nothing) later:
+    a missing, empty or unreadable trace, no such range, a PNG that cannot be written."""
+    trace = read_trace(trace_path)
+    if range_name and not trace.range_rows(range_name):
+        raise TraceFormatError(f"{trace_path}: no range named {range_name!r} to zoom to")
+    check_output(png_path, (trace_path,))
+    Path(png_path).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=Path(png_path).parent):
+        pass
+
+
+def _link_viewer(
+    root: Path, folder: Path, trace_path: Path, range_name: str | None, select: str | None
+) -> str:
+    """One folder to serve: the viewer, and the trace beside it (links, not copies); returns the
+    page's address in it, with the trace, range and selection in the query."""
+    (root / "viewer").symlink_to(folder, target_is_directory=True)
+    trace_name = "trace" + "".join(trace_path.suffixes)
+    (root / trace_name).symlink_to(trace_path)
+    query = {
+        "trace": f"../{trace_name}",
+        "title": "/".join(trace_path.parts[-3:]),  # e.g. cpu/naive/trace.json.gz
+        "range": range_name or "",
+        "select": select or "",
+        "still": "1",
+    }
+    return f"viewer/{INDEX_HTML}?{urlencode(query, quote_via=quote)}"
 
 
 _sessions: list[dict] = []  # the open session(): its exit stack and, once launched, its browser

@@ -187,6 +187,31 @@ def draw_timeline(
     fig, ax = figure(1.5 + ROW_HEIGHT_IN * len(rows), font_pt=FONT_PT)
     per_char = axis.width / (WIDTH_IN * 0.8 * 72 / (FONT_PT * 0.58))  # drawing µs per character
 
+    bars = _bars(rows, axis, focus)
+    labels = _draw_bars(ax, bars, axis, per_char, focus)
+    _draw_labels(ax, labels)
+    _draw_gaps(ax, axis, len(rows))
+    _draw_rows_axis(ax, rows, axis)
+    _draw_time_axis(ax, axis, forward.range.name)
+    ax.set_title(_plain(title), loc="left", fontsize=FONT_PT + 1.5)
+    ax.grid(axis="x", linewidth=0.3, alpha=0.5)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+
+    legend = _legend(drawn, bars)
+    if legend:
+        fig.legend(
+            handles=legend, loc="lower left", ncol=min(len(legend), 3), fontsize=FONT_PT,
+            frameon=False, bbox_to_anchor=(0.0, 0.0),
+        )  # fmt: skip
+    fig.tight_layout(rect=(0, 0.06 * (1 + (len(legend) > 3)) if legend else 0, 1, 1))
+    save(fig, path, dpi=110)
+
+
+def _bars(
+    rows: list[tuple[str, list[Event]]], axis: TimeAxis, focus: str | None
+) -> list[list[Bar]]:
+    """Each row's bars in drawing position, merged into spans until at most MAX_BARS remain."""
     bars = []
     for _, evts in rows:
         starts = axis.x(np.array([e.ts for e in evts])).tolist()
@@ -198,9 +223,17 @@ def draw_timeline(
             merge(row, min_width, focus) for row in bars
         ]  # a big range: spans of the shortest events
         min_width *= 2
-    labels = []  # (is the chapter's event, width, x0, x1, y, event, text inside its bar or None)
+    return bars
+
+
+def _draw_bars(
+    ax, bars: list[list[Bar]], axis: TimeAxis, per_char: float, focus: str | None
+) -> list:
+    """Draw each row's bars, one collection a row; return the labels they could carry:
+    (is the chapter's event, width, x0, x1, y, event, text inside its bar or None)."""
+    labels = []
     for row, drawn_row in enumerate(bars):
-        y = len(rows) - 1 - row
+        y = len(bars) - 1 - row
         ax.broken_barh(  # one collection per row: traces with thousands of events stay quick
             [(x0, max(x1 - x0, axis.width * MIN_WIDTH_FRACTION)) for x0, x1, _, _ in drawn_row],
             (y + 0.08, 0.84),
@@ -213,7 +246,11 @@ def draw_timeline(
             is_focus = e is not None and e.name == focus
             if text or (is_focus and not any(f for f, *_ in labels)):
                 labels.append((is_focus, x1 - x0, x0, x1, y, e, text))
-    # The chapter's event and the widest ones: a range of a million events gets a few hundred.
+    return labels
+
+
+def _draw_labels(ax, labels: list) -> None:
+    """Write the chapter's event's label and the widest ones: a million events get a few hundred."""
     kept = set(sorted(range(len(labels)), key=lambda i: labels[i][:2], reverse=True)[:MAX_LABELS])
     for _, _, x0, x1, y, e, text in (labels[i] for i in sorted(kept)):
         ax.text(  # a label that does not fit its bar goes beside it
@@ -222,20 +259,30 @@ def draw_timeline(
             color="white" if is_copy(e) and text else "black",
         )  # fmt: skip
 
+
+def _draw_gaps(ax, axis: TimeAxis, n_rows: int) -> None:
+    """Shade each idle stretch that was cut short and say above it how long it was."""
     for start, end in axis.gaps:
         x = axis.x(start)
         ax.axvspan(x, x + GAP_DRAWN * axis.span, color="#eeeeee", zorder=0)
         ax.text(
-            x + GAP_DRAWN * axis.span / 2, len(rows) + 0.05, f"+{end - start:,.0f} µs idle",
+            x + GAP_DRAWN * axis.span / 2, n_rows + 0.05, f"+{end - start:,.0f} µs idle",
             ha="center", va="bottom", fontsize=FONT_PT, color="#555555",
         )  # fmt: skip
 
+
+def _draw_rows_axis(ax, rows: list[tuple[str, list[Event]]], axis: TimeAxis) -> None:
+    """Row titles on the y axis, and a line between the CPU rows and the GPU streams."""
     n_cpu = sum(1 for _, evts in rows if evts[0].cat not in DEVICE_CATEGORIES)
     if n_cpu < len(rows):
         ax.axhline(len(rows) - n_cpu, color="black", linewidth=0.8)
     ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], [_plain(t) for t, _ in rows])
     ax.tick_params(axis="y", length=0)
     ax.set_ylim(0, len(rows) + (0.6 if axis.gaps else 0))
+
+
+def _draw_time_axis(ax, axis: TimeAxis, range_name: str) -> None:
+    """The x axis: µs since the range began, ticked on each uncut stretch of time."""
     ax.set_xlim(0, axis.width * 1.01)
     ticks = []
     for start, end in axis.segments():
@@ -245,12 +292,11 @@ def draw_timeline(
             if start - axis.t0 <= t <= end - axis.t0:
                 ticks.append((axis.x(t + axis.t0), f"{t:,.0f}"))
     ax.set_xticks([x for x, _ in ticks], [t for _, t in ticks])
-    ax.set_xlabel(_plain(f"µs since the {forward.range.name} range began"))
-    ax.set_title(_plain(title), loc="left", fontsize=FONT_PT + 1.5)
-    ax.grid(axis="x", linewidth=0.3, alpha=0.5)
-    for side in ("top", "right", "left"):
-        ax.spines[side].set_visible(False)
+    ax.set_xlabel(_plain(f"µs since the {range_name} range began"))
 
+
+def _legend(drawn: list[Event], bars: list[list[Bar]]) -> list[Patch]:
+    """Legend entries for the colors that need one: copies, merged spans, runtime call kinds."""
     legend = []
     if any(is_copy(e) for e in drawn):
         legend.append(Patch(color=COPY_COLOR, label="copy of the scores"))
@@ -258,10 +304,4 @@ def draw_timeline(
         legend.append(Patch(color=MIXED_COLOR, label="many short events"))
     kinds = {runtime_kind(e.name) for e in drawn if e.cat in RUNTIME_CATEGORIES}
     legend += [Patch(color=c, label=text) for k, (c, text) in RUNTIME_COLORS.items() if k in kinds]
-    if legend:
-        fig.legend(
-            handles=legend, loc="lower left", ncol=min(len(legend), 3), fontsize=FONT_PT,
-            frameon=False, bbox_to_anchor=(0.0, 0.0),
-        )  # fmt: skip
-    fig.tight_layout(rect=(0, 0.06 * (1 + (len(legend) > 3)) if legend else 0, 1, 1))
-    save(fig, path, dpi=110)
+    return legend

@@ -233,13 +233,24 @@ class Trace:
     def __init__(self, raw: dict) -> None:
         self.raw = raw
         self._forwards: dict[tuple[str | None, bool], list[Forward]] = {}
+        self.problems = []  # what makes counts untrustworthy: claims then cannot tell
+        found = self._timed_events(raw)
+        order = self._time_columns(found)
+        self._text_columns(found, order)
+        self._check_correlations()
+
+    def _timed_events(self, raw: dict) -> list[dict]:
+        """The complete events that have a start; those without one (or a dur) noted as problems."""
         complete = [e for e in raw.get("traceEvents", []) if type(e) is dict and e.get("ph") == "X"]
         found = [e for e in complete if "ts" in e]
-        self.problems = []  # what makes counts untrustworthy: claims then cannot tell
         if len(found) < len(complete):
             self.problems.append(f"{len(complete) - len(found)} complete event(s) have no ts")
         if untimed := sum("dur" not in e for e in found):
             self.problems.append(f"{untimed} complete event(s) have no dur")
+        return found
+
+    def _time_columns(self, found: list[dict]) -> np.ndarray:
+        """The ts, dur and end columns, sorted by start (longer first on ties); returns the order."""
         name_of = lambda i: found[i].get("name")  # noqa: E731
         ts = _numbers([e["ts"] for e in found], "ts", name_of)
         dur = _numbers([e.get("dur", 0.0) for e in found], "dur", name_of)
@@ -249,6 +260,10 @@ class Trace:
         order = np.lexsort((-dur, ts))
         self.ts, self.dur = ts[order], dur[order]
         self.end = self.ts + self.dur
+        return order
+
+    def _text_columns(self, found: list[dict], order: np.ndarray) -> None:
+        """The name, category, args, thread and correlation columns, in `order`."""
         # One pass over the events for the text columns (a trace of a million events is a million
         # dicts: each is visited once here, and never again by the analysis).
         names, cats, all_args, thread, codes, correlations = [], [], [], [], [], []
@@ -284,6 +299,9 @@ class Trace:
             self.name.__getitem__,
             True,
         )
+
+    def _check_correlations(self) -> None:
+        """Whether device work can be told to its range: problems noted, device_counts_known set."""
         self.is_device = self.in_categories(*DEVICE_CATEGORIES)
         self.is_runtime = self.in_categories(*RUNTIME_CATEGORIES)
         # Device work is tied to its launch by correlation id: when ids repeat among launches, or

@@ -225,48 +225,16 @@ def load_set(folder: Path) -> dict:
     variants = manifest.get("variants")
     if not isinstance(variants, dict):
         raise BrokenSet(f"profiles hook: {index} has no 'variants' object")
-    on_disk = {
-        p.name
-        for p in folder.iterdir()
-        if p.is_dir() and not layout.is_scratch(p) and p.name != layout.DIFF_DIR
+    _check_folders(folder, index, variants)
+    summaries = {
+        name: _check_variant(folder, index, name, entry) for name, entry in variants.items()
     }
-    unknown = sorted(on_disk - set(variants))
-    if unknown:
-        raise BrokenSet(
-            f"profiles hook: {folder}/{unknown[0]}/ is not in {index}: rerun the profile, or "
-            "delete the folder"
-        )
-    summaries = {}
-    for name, entry in variants.items():
-        files = entry.get("files", []) if isinstance(entry, dict) else None
-        if not SLUG.fullmatch(name) or not isinstance(files, list):
-            raise BrokenSet(f"profiles hook: {index}: variants entry {name!r} is not a variant's")
-        for f in files:
-            if f not in layout.VARIANT_FILES:  # "/etc/hostname" would be published
-                raise BrokenSet(
-                    f"profiles hook: {index}: {name}'s files names {f!r}, not an artifact "
-                    f"({', '.join(layout.VARIANT_FILES)})"
-                )
-            if (folder / name).is_symlink() or (folder / name / f).is_symlink():
-                raise BrokenSet(
-                    f"profiles hook: {folder / name / f} is a link: a set holds its own files"
-                )
-            if not (folder / name / f).is_file():
-                raise BrokenSet(
-                    f"profiles hook: {index} lists {folder / name / f}, which is missing"
-                )
-            check_file(folder / name / f)
-        summaries[name] = check_summary(folder / name / layout.SUMMARY, name)
     for figure in manifest.get("figures", []):
         check_file(folder / f"{figure}.svg")
         check_file(folder / f"{figure}.json")
-    env_path = folder / layout.ENVIRONMENT
-    env = read_json(env_path) if env_path.exists() else {}
-    marks = lambda v: re.sub(r"([\\`\[\]{}])", r"\\\1", v)  # noqa: E731  (a link, code, attributes)
-    env = {k: html.escape(marks(v)) if isinstance(v, str) else v for k, v in env.items()}
+    env = _environment(folder)
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
-    name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
-    name = re.sub(r"([\\`*_\[\]])", r"\\\1", name)  # a tab label is Markdown: its marks as text
+    name = _device_name(manifest, env, folder)
     return {
         "slug": folder.name,
         "folder": folder,
@@ -278,6 +246,57 @@ def load_set(folder: Path) -> dict:
         "device_type": device_type,
         "timing": check_timing(folder / layout.TIMING),
     }
+
+
+def _check_folders(folder: Path, index: Path, variants: dict) -> None:
+    """Every variant folder on disk must be one the manifest lists (scratch and diffs aside)."""
+    on_disk = {
+        p.name
+        for p in folder.iterdir()
+        if p.is_dir() and not layout.is_scratch(p) and p.name != layout.DIFF_DIR
+    }
+    unknown = sorted(on_disk - set(variants))
+    if unknown:
+        raise BrokenSet(
+            f"profiles hook: {folder}/{unknown[0]}/ is not in {index}: rerun the profile, or "
+            "delete the folder"
+        )
+
+
+def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
+    """A manifest entry's files, each an artifact present in the set itself and whole; returns
+    the variant's checked summary."""
+    files = entry.get("files", []) if isinstance(entry, dict) else None
+    if not SLUG.fullmatch(name) or not isinstance(files, list):
+        raise BrokenSet(f"profiles hook: {index}: variants entry {name!r} is not a variant's")
+    for f in files:
+        if f not in layout.VARIANT_FILES:  # "/etc/hostname" would be published
+            raise BrokenSet(
+                f"profiles hook: {index}: {name}'s files names {f!r}, not an artifact "
+                f"({', '.join(layout.VARIANT_FILES)})"
+            )
+        if (folder / name).is_symlink() or (folder / name / f).is_symlink():
+            raise BrokenSet(
+                f"profiles hook: {folder / name / f} is a link: a set holds its own files"
+            )
+        if not (folder / name / f).is_file():
+            raise BrokenSet(f"profiles hook: {index} lists {folder / name / f}, which is missing")
+        check_file(folder / name / f)
+    return check_summary(folder / name / layout.SUMMARY, name)
+
+
+def _environment(folder: Path) -> dict:
+    """The set's environment.json ({} without one), its text escaped for HTML and Markdown."""
+    env_path = folder / layout.ENVIRONMENT
+    env = read_json(env_path) if env_path.exists() else {}
+    marks = lambda v: re.sub(r"([\\`\[\]{}])", r"\\\1", v)  # noqa: E731  (a link, code, attributes)
+    return {k: html.escape(marks(v)) if isinstance(v, str) else v for k, v in env.items()}
+
+
+def _device_name(manifest: dict, env: dict, folder: Path) -> str:
+    """The set's device as a tab label shows it: escaped HTML, its Markdown marks as text."""
+    name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
+    return re.sub(r"([\\`*_\[\]])", r"\\\1", name)  # a tab label is Markdown: its marks as text
 
 
 @functools.cache
