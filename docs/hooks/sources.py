@@ -4,8 +4,9 @@ example as a zip laid out as the README's copy recipe, and the package itself as
 A chapter shows an excerpt of, say, examples/naive_attention.py and links to the whole file. Each
 spec in attn/specs.py names its example script and the files its chapter excerpts; this hook puts
 every one of them into the site at its path in the repository (site/examples/naive_attention.py),
-so that link works on any host, offline too. A strict build fails when a chapter links to a source
-that no spec names, since MkDocs finds no such file.
+so that link works on any host, offline too; a file a page excerpts that no spec names (a CI job's
+YAML) is published the same way. A strict build fails when a chapter links to a source that is
+neither, since MkDocs finds no such file.
 """
 
 from __future__ import annotations
@@ -31,6 +32,21 @@ log = logging.getLogger("mkdocs.hooks.sources")
 def source_paths() -> list[str]:
     """Each spec's example script and sources, once each, in chapter order."""
     return list(dict.fromkeys(p for s in specs.SPECS for p in (s.example[0], *s.sources)))
+
+
+INCLUDE = re.compile(r"""^\s*-+8<-+\s+["'](?P<path>[^"':]+)(?::[^"']*)?["']\s*$""", re.M)
+
+
+def included_paths(docs: Path, root: Path) -> list[str]:
+    """The repository files the pages excerpt (`--8<-- "path:section"`) that no spec names, such
+    as a CI job's file: each excerpt links to its whole file."""
+    found = [
+        m["path"]
+        for page in sorted(docs.glob("*.md"))
+        for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))
+        if (root / m["path"]).is_file()
+    ]
+    return [p for p in dict.fromkeys(found) if p not in source_paths()]
 
 
 def _imports(root: Path, path: str) -> list[str]:
@@ -88,7 +104,7 @@ def recipe_zips(root: Path) -> dict[str, list[str]]:
 
 def on_files(files, config):
     root = Path(config.config_file_path).resolve().parent
-    for uri in source_paths():
+    for uri in [*source_paths(), *included_paths(Path(config["docs_dir"]), root)]:
         if files.get_file_from_path(uri) is None:
             files.append(File.generated(config, uri, abs_src_path=str(root / uri)))
     for uri, parts in recipe_zips(root).items():
