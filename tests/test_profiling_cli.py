@@ -5,7 +5,9 @@ import gzip
 import json
 import os
 import re
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -437,3 +439,60 @@ def test_a_shape_that_cannot_fit_is_one_line_before_anything_runs(tmp_path, flag
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error: the shape") and "GiB free" in line
     assert not (tmp_path / "cpu").exists()
+
+
+# --- the installed command and each subcommand's --help ------------------------------------------
+
+COMMANDS = ("run", "example", "analyze", "diff", "diagnose", "recheck")
+
+
+def test_the_console_command_is_this_main():
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"attn-profile": "attn.profiling.cli:main"}
+    assert set(COMMANDS) == set(parser()._subparsers._group_actions[0].choices)
+
+
+def test_help_names_the_command_as_it_was_called(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/attn-profile", "diff", "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        main()  # as the console script calls it: no arguments
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: attn-profile diff ")
+
+
+def help_examples(command: str, capsys) -> list[list[str]]:
+    """The argv of each example a subcommand's --help gives (the lines that start with its prog)."""
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    prog = f"python -m attn.profiling {command} "
+    lines = capsys.readouterr().out.splitlines()
+    return [
+        shlex.split(line.strip()[len(prog) :]) for line in lines if line.startswith(f"  {prog}")
+    ]
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """The files the examples name: two runs of the examples (runs/), a baseline, the committed set
+    (profiles/) and a copy of it (before/)."""
+    committed = ROOT / "profiles" / "cpu-amd-epyc"
+    for name in ("naive", "inplace"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        shutil.copy(committed / name / "trace.json.gz", tmp_path / "runs" / name)
+    shutil.copytree(committed / "inplace", tmp_path / "baseline" / "inplace")
+    for root in ("profiles", "before"):
+        shutil.copytree(committed, tmp_path / root / "cpu-amd-epyc")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_example_runs(command, workspace, capsys):
+    examples = help_examples(command, capsys)
+    assert examples, f"{command} --help gives no example"
+    for argv in examples:
+        assert main([command, *argv]) == 0, f"{command} {shlex.join(argv)}: {capsys.readouterr()}"

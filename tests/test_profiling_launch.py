@@ -1,6 +1,7 @@
 """An example started from the fork server behaves as `python script.py` does."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,18 @@ def test_the_fork_server_has_torch_imported_before_the_script_starts(tmp_path):
     log = tmp_path / "log.txt"
     assert run_script([str(script)], log, preloaded=True) == 0
     assert log.read_text().strip() == "True"
+
+
+@pytest.mark.parametrize("preloaded", MODES)
+def test_a_script_runs_in_the_callers_folder_even_after_it_changed(
+    tmp_path, monkeypatch, preloaded
+):
+    """The fork server started in one folder ran a later script there: its relative paths
+    named files in a folder the caller had left."""
+    script = tmp_path / "script.py"
+    script.write_text("import os\nprint(os.getcwd())\n")
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        assert run_script([str(script)], Path("log.txt"), preloaded=preloaded) == 0
+        assert (tmp_path / folder / "log.txt").read_text().strip() == str(tmp_path / folder)

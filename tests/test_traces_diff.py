@@ -238,16 +238,18 @@ def test_cuda_fixture_against_a_cpu_run_carries_a_note(cpu_folders):
 
 def test_command_line_prints_and_writes(pair, tmp_path, capsys):
     out = tmp_path / "diff" / "a__b.json"
-    assert main([str(pair[0]), str(pair[1]), "--out", str(out)]) == 0
+    assert main([str(pair[0]), str(pair[1]), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "aten::clone" in printed and "gone" in printed
-    assert json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert written["schema"] == 1 and written["passed"] is None  # no --fail-on: a report
+    assert [p["headline"] for p in written["pairs"]] == [diff(*pair)["headline"]]
 
 
 def test_command_line_names_a_bad_input(tmp_path, capsys):
     bad = tmp_path / "nope.json"
     bad.write_text("{}")
-    assert main([str(bad), str(bad)]) == 1
+    assert main([str(bad), str(bad)]) == 2  # bad input: 1 is a regression
     assert "nope.json" in capsys.readouterr().err
     with pytest.raises(TraceFormatError, match="no trace.json.gz"):
         diff(tmp_path, tmp_path)
@@ -259,14 +261,14 @@ def test_command_line_names_a_summary_that_is_not_one(pair, tmp_path, summary, c
     bad = tmp_path / "bad"
     write_artifacts(json.loads(a.read_text()), bad)
     (bad / "summary.json").write_text(summary)
-    assert main([str(bad), str(b)]) == 1
+    assert main([str(bad), str(b)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(bad / "summary.json") in line
 
 
 def test_command_line_names_an_out_it_cannot_write(pair, tmp_path, capsys):
     (tmp_path / "a-file").write_text("x")
-    assert main([*map(str, pair), "--out", str(tmp_path / "a-file" / "d.json")]) == 1
+    assert main([*map(str, pair), "--out", str(tmp_path / "a-file" / "d.json")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error:")
 
 
@@ -282,7 +284,7 @@ def test_command_line_never_writes_over_an_input_or_a_device(pair, tmp_path, out
     if out == "fifo":
         os.mkfifo(tmp_path / "pipe")
     target = {"b": b, "a-folder": folder / "summary.json", "fifo": tmp_path / "pipe"}[out]
-    assert main([str(folder), str(b), "--out", str(target)]) == 1
+    assert main([str(folder), str(b), "--out", str(target)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error:") and str(target) in line
     assert {p: p.read_bytes() for p in before} == before
@@ -311,7 +313,7 @@ def test_a_summary_whose_range_is_not_a_name_is_one_line(pair, tmp_path, capsys)
     write_artifacts(json.loads(a.read_text()), folder)
     summary = folder / "summary.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "range": 5}))
-    assert main([str(folder), str(b)]) == 1
+    assert main([str(folder), str(b)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(summary) in line and "range is 5" in line
 

@@ -91,9 +91,14 @@ def work(tmp_path_factory):
         ("analyze", f"profiles/{CPU}/naive/trace.json.gz", "--variant", "naive", "--out", "mine"),
         ("diagnose", "bert.json.gz", "--json", "diagnosis.json"),
         ("diff", f"profiles/{CPU}/naive", f"profiles/{CPU}/inplace"),
+        ("diff", f"profiles/{CPU}", f"profiles/{CPU}", "--fail-on", "counts,time"),
         ("recheck", "profiles", "--check"),
     ],
-    ids=lambda argv: argv[0] + ("-variant" if "--variant" in argv else ""),
+    ids=lambda argv: (
+        argv[0]
+        + ("-variant" if "--variant" in argv else "")
+        + ("-gate" if "--fail-on" in argv else "")
+    ),
 )
 def test_trace_commands_run_where_torch_cannot_be_imported(work, argv):
     result = run_without_torch(*argv, cwd=work)

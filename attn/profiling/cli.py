@@ -1,9 +1,10 @@
-"""python -m attn.profiling: record, analyse and re-check profiles.
+"""attn-profile (or python -m attn.profiling): record, analyse, compare and re-check profiles.
 
 run      [--variants NAME...] [shape flags]      profile variants here into OUT/<hardware>/
 example  [VARIANT...] [shape flags]              run variants' examples, analyse their traces
 analyze  TRACE... [--range NAME] [--variant NAME] --out DIR
                                                  any Kineto trace -> summary, tables, timeline
+diff     A B [--fail-on RULES] [--json OUT]      what changed between two runs or sets; a CI gate
 diagnose TRACE [--json OUT]                      find the attention in any trace, and what to fix
 recheck  [ROOT] [--check]                        re-evaluate claims on committed traces
 
@@ -38,7 +39,7 @@ from attn.profiling.flags import (
     variant_name,
     wide_console,
 )
-from attn.traces import diagnose, layout
+from attn.traces import diagnose, gate, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.markdown import visible
 from attn.traces.report import report as print_diagnosis  # cli's own report() prints folders
@@ -54,19 +55,21 @@ CHECKOUT = Path(attn.__file__).resolve().parents[1]  # where examples/ is, in a 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags every entry point shares: where to write, on what device, which shape."""
-    parser.add_argument("--out", type=out_folder, default=Path("profiles"), help="artifact root")
+    parser.add_argument(
+        "--out", type=out_folder, default=Path("profiles"), help="artifact root (default: profiles)"
+    )
     parser.add_argument(
         "--device", type=device, help="cpu or cuda (default: cuda where torch sees a GPU, else cpu)"
     )
     shape = parser.add_argument_group(
         "shape (defaults: the article's on CUDA, 2 x 8 x 1024 x 64 on CPU)"
     )
-    shape.add_argument("--batch", type=positive)
-    shape.add_argument("--heads", type=positive)
+    shape.add_argument("--batch", type=positive, help="batch size")
+    shape.add_argument("--heads", type=positive, help="attention heads")
     shape.add_argument("--seq", type=positive, help="query (and key) sequence length")
     shape.add_argument("--seq-k", type=positive, help="key/value sequence length (default: --seq)")
-    shape.add_argument("--head-dim", type=positive)
-    shape.add_argument("--dtype", choices=sorted(DTYPE_NAMES))
+    shape.add_argument("--head-dim", type=positive, help="size of each head")
+    shape.add_argument("--dtype", choices=sorted(DTYPE_NAMES), help="input dtype")
     shape.add_argument("--no-causal", action="store_true", help="attend to every key")
     parser.add_argument(
         "--no-screenshot", action="store_true", help="skip viewer.png (the trace-viewer picture)"
@@ -302,22 +305,61 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
     return 1 if (args.check and changed) else 0
 
 
+EXAMPLES = {  # each subcommand's --help ends with these; tests/test_profiling_cli.py runs them
+    "run": """\
+  %(prog)s --variants naive inplace --device cpu --seq 256 --no-screenshot
+      profile two variants in this process into profiles/<hardware>/, at a shorter sequence""",
+    "example": """\
+  %(prog)s inplace --device cpu --seq 256 --no-screenshot
+      run examples/inplace_attention.py as a reader would; analyse its trace into
+      profiles/<hardware>/inplace/""",
+    "analyze": """\
+  %(prog)s runs/naive/trace.json.gz --variant naive --out analysed
+      the trace examples/naive_attention.py wrote: summary, tables, timeline, naive's claims
+  %(prog)s runs/naive/trace.json.gz --range "ProfilerStep#*" --out analysed
+      counted per profiler step, as for a trace without attn_fwd ranges""",
+    "diagnose": """\
+  %(prog)s runs/naive/trace.json.gz --json diagnosis.json
+      its attention, the implementation, what to fix; the same as JSON in diagnosis.json""",
+    "recheck": """\
+  %(prog)s profiles --check
+      measure the committed traces again, change nothing: exit 1 if any file differs (CI)
+  %(prog)s profiles
+      mend what differs: summaries, claims, diffs, each set's manifest and overview""",
+}
+
+
+def program() -> str:
+    """How this command was called: `attn-profile` where installed as one, else the module."""
+    return (
+        "attn-profile" if Path(sys.argv[0]).stem == "attn-profile" else "python -m attn.profiling"
+    )
+
+
 def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come when a run starts
     p = argparse.ArgumentParser(
-        prog="python -m attn.profiling", description=__doc__.splitlines()[0]
-    )
+        prog=program(), description=__doc__.splitlines()[0],
+        epilog="Each command's --help has examples; analyze, diff, diagnose and recheck need no torch.",
+    )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
     names = specs.names()
 
-    run_p = sub.add_parser("run", help="profile variants on this machine")
+    def command(name: str, help: str, **kwargs) -> argparse.ArgumentParser:
+        examples = kwargs.pop("epilog", None) or f"examples:\n{EXAMPLES[name]}\n"
+        return sub.add_parser(
+            name, help=help, description=kwargs.pop("description", f"{help[0].upper()}{help[1:]}."),
+            epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs,
+        )  # fmt: skip
+
+    run_p = command("run", "profile variants on this machine")
     add_run_arguments(run_p)
     run_p.add_argument(
         "--variants", nargs="+", type=variant_name, default=names, metavar="NAME",
         help=f"variants to profile (default: all): {', '.join(names)}",
     )  # fmt: skip
 
-    ex_p = sub.add_parser(
-        "example", help="run variants' example scripts (from a checkout), analyse their traces"
+    ex_p = command(
+        "example", "run variants' example scripts (from a checkout), analyse their traces"
     )
     add_run_arguments(ex_p)
     ex_p.add_argument(
@@ -325,8 +367,10 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
         help="whose examples to run (default: every variant's)",
     )  # fmt: skip
 
-    an_p = sub.add_parser("analyze", help="analyse any Kineto trace (.json or .json.gz)")
-    an_p.add_argument("traces", nargs="+", type=Path, metavar="TRACE")
+    an_p = command("analyze", "analyse any Kineto trace (.json or .json.gz)")
+    an_p.add_argument(
+        "traces", nargs="+", type=Path, metavar="TRACE", help="Kineto traces (.json or .json.gz)"
+    )
     an_p.add_argument(
         "--range",
         help="range name (a trailing * matches a prefix); default attn_fwd, else ProfilerStep#N",
@@ -336,21 +380,23 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
     )
     an_p.add_argument("--out", type=out_folder, required=True, help="writes OUT/<name>/")
 
-    diff_p = sub.add_parser(
-        "diff", help="what changed between two runs (variant folders or traces)"
-    )
-    diff_p.add_argument(
-        "args", nargs=argparse.REMAINDER, help="A B [--out FILE] [--range NAME] [--all]"
-    )
+    diff_p = command(
+        "diff", "what changed between two runs or sets; with --fail-on, a CI gate",
+        description=gate.DESCRIPTION, epilog=gate.EXAMPLES,
+    )  # fmt: skip
+    gate.add_arguments(diff_p)
 
-    dg_p = sub.add_parser(
-        "diagnose", help="find the attention in any trace: its implementation and what to fix"
+    dg_p = command(
+        "diagnose", "find the attention in any trace: its implementation and what to fix"
     )
-    dg_p.add_argument("trace", type=Path, metavar="TRACE")
+    dg_p.add_argument("trace", type=Path, metavar="TRACE", help="a Kineto trace, anyone's")
     dg_p.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
 
-    re_p = sub.add_parser("recheck", help="measure the committed traces again; mend what differs")
-    re_p.add_argument("root", nargs="?", type=Path, default=Path("profiles"))
+    re_p = command("recheck", "measure the committed traces again; mend what differs")
+    re_p.add_argument(
+        "root", nargs="?", type=Path, default=Path("profiles"),
+        help="the folder of hardware sets (default: profiles)",
+    )  # fmt: skip
     re_p.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if any file differs"
     )
@@ -385,10 +431,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return cmd_example(args, console)
         if args.command == "analyze":
             return cmd_analyze(args, console)
-        if args.command == "diff":
-            from attn.traces.diff import main as diff_main
-
-            return diff_main(args.args)
+        if args.command == "diff":  # 2 on bad input: 1 is a regression
+            return gate.run(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         return cmd_recheck(args, console)

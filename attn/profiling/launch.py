@@ -42,7 +42,8 @@ def run_script(argv: Sequence[str], log: Path, *, preloaded: bool) -> int:
             ).returncode  # fmt: skip
     server = _started()
     try:
-        server.stdin.write(json.dumps([list(argv), str(log)]) + "\n")
+        # The caller's folder too: the server was started from whatever folder was current then.
+        server.stdin.write(json.dumps([list(argv), str(log), os.getcwd()]) + "\n")
         server.stdin.flush()
         status = server.stdout.readline()
         if not status:
@@ -72,8 +73,8 @@ def _stop_server() -> None:
 
 
 def serve() -> None:
-    """The fork server: import PRELOAD once, then for each request line (JSON `[argv, log]`) fork a
-    process that runs the script, and answer with its exit status. Ends when its
+    """The fork server: import PRELOAD once, then for each request line (JSON `[argv, log, cwd]`)
+    fork a process that runs the script in `cwd`, and answer with its exit status. Ends when its
     input does (the caller ended), and with its parent."""
     for name in PRELOAD:
         try:
@@ -81,18 +82,22 @@ def serve() -> None:
         except ImportError:  # the script imports what it needs, at its own cost
             pass
     for line in sys.stdin:
-        argv, log = json.loads(line)
+        argv, log, cwd = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            os._exit(_as_main(argv, log))
+            os._exit(_as_main(argv, log, cwd))
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status), flush=True)
 
 
-def _as_main(argv: list[str], log: str) -> int:
-    """In the forked process: what `python argv...` does, down to its exit status and atexit
-    handlers (Inductor's compile workers end in one)."""
+def _as_main(argv: list[str], log: str, cwd: str) -> int:
+    """In the forked process: what `python argv...` run in `cwd` does, down to its exit status and
+    atexit handlers (Inductor's compile workers end in one)."""
     _die_with_parent()
+    try:
+        os.chdir(cwd)
+    except OSError:  # the caller's folder is gone: its relative paths name nothing
+        return 1
     inputs = os.open(os.devnull, os.O_RDONLY)  # not the server's requests
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for fd, target in ((inputs, 0), (out, 1), (out, 2)):  # torch's C++ output lands there too

@@ -54,7 +54,10 @@ def base_summary(variant: Variant, config: ProfileConfig) -> dict:
 
 def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
     with atomic_folder(layout.check_replaceable(folder)) as out:
-        write_json(out / layout.SUMMARY, {**base, "available": False, "reason": reason})
+        write_json(
+            out / layout.SUMMARY,
+            {"schema": layout.SUMMARY_SCHEMA, **base, "available": False, "reason": reason},
+        )
 
 
 def profile_variant(

@@ -120,7 +120,7 @@ def write_artifacts(
         draw_timeline(fwds, title, out / layout.TIMELINE, focus=focus(summary, trace, spec))
         progress(ANALYSIS_STEPS[3])
         write_trace(trace.raw, out / layout.TRACE, scrubber)  # measuring read the raw trace
-        summary = scrubber.value(summary)
+        summary = {"schema": layout.SUMMARY_SCHEMA, **scrubber.value(summary)}
         (out / layout.SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

@@ -1,9 +1,10 @@
 """What changed between two runs: ops, kernels, memcpys and memsets per forward, and peak memory.
 
-python -m attn.traces.diff A B [--out FILE] [--range NAME] [--all]
+python -m attn.traces.diff A B [--fail-on RULES] [--json OUT] [--range NAME] [--all]
 
-A and B are variant folders (`profiles/cpu/naive`, holding trace.json.gz and summary.json) or any
-two trace files (`.json` or `.json.gz`). Each name the trace runs is a row: its calls and time per
+A and B are variant folders (`profiles/cpu/naive`, holding trace.json.gz and summary.json), any
+two trace files (`.json` or `.json.gz`), or two sets of variant folders (attn.traces.gate, which
+also says what --fail-on fails on). Each name the trace runs is a row: its calls and time per
 forward on each side, and whether it was added, removed, changed (calls per forward differ) or is
 the same. Times are shown beside the calls but never decide the change: two runs never take the
 same time, while a change in calls is a change in what ran.
@@ -11,17 +12,20 @@ same time, while a change in calls is a change in what ran.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+<<<<<<< HEAD
 from attn.traces import layout, patterns
 from attn.traces.atomic import RefusedOutput, check_output, write_json
+=======
+from attn.traces import layout
+from attn.traces.atomic import write_json
+>>>>>>> i43-gate
 from attn.traces.markdown import code, text
-from attn.traces.scrub import Scrubber
 from attn.traces.table import aggregate
 from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
 from attn.traces.units import count_text, time_text
@@ -47,6 +51,11 @@ def _summary(path: Path) -> dict:
     counts = int | float | dict | type(None)  # memcpy is counted by direction
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), counts) for k in TOTALS):
         raise TraceFormatError(f"{path}: not a summary (rerun the profile, or diff the traces)")
+    if summary.get("schema", 1) not in range(1, layout.SUMMARY_SCHEMA + 1):  # absent: the first
+        raise TraceFormatError(
+            f"{path}: schema {summary['schema']!r}, which this version does not read "
+            f"(it reads 1 to {layout.SUMMARY_SCHEMA}): update attention-profiled"
+        )
     return summary
 
 
@@ -160,7 +169,8 @@ def _short(name: str, limit: int = 60) -> str:
 MOVES_DATA = re.compile(patterns.MOVES_DATA)
 
 
-def _rank(name: str) -> int:
+def name_rank(name: str) -> int:
+    """0 for what moves data, 1 for other ops and kernels, 2 for bookkeeping."""
     if MOVES_DATA.search(name):
         return 0
     return 2 if name in patterns.BOOKKEEPING_OPS else 1
@@ -178,7 +188,7 @@ def headline(data: dict, most: int = 4) -> str:
             if r["change"] != "changed"
             else f"{count_text(abs(delta))} {_short(r['name'])}"
         )
-        order = (KIND_ORDER[r["kind"]], _rank(r["name"]))
+        order = (KIND_ORDER[r["kind"]], name_rank(r["name"]))
         if delta < 0:
             gone.append((order, r["time_us_a"] - r["time_us_b"], words))
         else:
@@ -350,27 +360,10 @@ def print_diff(data: dict, everything: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m attn.traces.diff", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("a", type=Path, help="the run before: a variant folder or a trace file")
-    parser.add_argument("b", type=Path, help="the run after")
-    parser.add_argument("--out", type=Path, help="also write the diff as JSON to this file")
-    parser.add_argument("--range", help="range name (default: attn_fwd, else ProfilerStep#N)")
-    parser.add_argument("--all", action="store_true", help="show unchanged rows too")
-    args = parser.parse_args(argv)
-    try:
-        if args.out:  # never over an input, whatever the diff finds
-            check_output(args.out, (args.a, args.b))
-        data = diff(args.a, args.b, args.range)
-        print_diff(data, args.all)
-        if args.out:  # a file to share, as a published trace is: no local path or name
-            write_json(args.out, Scrubber().value(data))
-            print(f"written: {args.out}")
-    except (TraceFormatError, RefusedOutput, OSError) as exc:  # a bad --out: one line too
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    """The command line, gate and all (attn.traces.gate builds on this module)."""
+    from attn.traces.gate import main as gate_main
+
+    return gate_main(argv)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ OVERVIEW = "overview.svg"
 TIMING = "timing.json"  # the timing pass: every variant timed interleaved, with intervals
 FIGURES = ("scaling", "benchmark", "decoding", "training")
 SUMMARY = "summary.json"
+# The version of summary.json's fields, its `schema` key: raised when a field changes meaning or
+# goes. Summaries written before it was added have no `schema`: read them as version 1.
+SUMMARY_SCHEMA = 1
 TRACE = "trace.json.gz"
 TABLE_TXT = "table.txt"
 TABLE_MD = "table.md"

@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from sources import source_paths
+from sources import published_paths
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout, which snippets' base path "." names
-LANGUAGES = {".py": "python", ".cpp": "cpp", ".cu": "cuda"}  # a file's suffix -> its fence
+LANGUAGES = {".py": "python", ".cpp": "cpp", ".cu": "cuda", ".yml": "yaml"}  # a file's suffix -> its fence
 OPTION = re.compile(r'(\w+)=([^"]*)')  # hl_lines="7", its quotes taken off as the marker is read
 SECTION = re.compile(r"-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:[ \t]*([a-z][-\w]*)[ \t]*\]", re.I)
 
@@ -58,7 +58,7 @@ def check(path: str, section: str) -> None:
         )
     if not (ROOT / path).is_file():
         raise ValueError(f"no file {path} in the repository")
-    if path not in source_paths(ROOT):
+    if path not in published_paths(ROOT, ROOT / "docs"):
         raise ValueError(
             f"{path} is not published, so the note cannot link it: name it in the example or the "
             "sources of a spec in attn/specs.py"

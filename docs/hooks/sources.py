@@ -4,8 +4,9 @@ example as a zip laid out as the README's copy recipe, and the package itself as
 A chapter shows an excerpt of, say, examples/naive_attention.py and links to the whole file. Each
 spec in attn/specs.py names its example script and the files its chapter excerpts; this hook puts
 every one of them into the site at its path in the repository (site/examples/naive_attention.py),
-so that link works on any host, offline too. A strict build fails when a chapter links to a source
-that no spec names, since MkDocs finds no such file.
+so that link works on any host, offline too; a file a page excerpts that no spec names (a CI job's
+YAML) is published the same way. A strict build fails when a chapter links to a source that is
+neither, since MkDocs finds no such file.
 """
 
 from __future__ import annotations
@@ -35,6 +36,21 @@ def source_paths(root: Path) -> list[str]:
     copyable = (p for p in named if p.startswith("examples/") or re.fullmatch(r"attn/\w+\.py", p))
     imported = (f for p in copyable for f in _imports(root, p))
     return list(dict.fromkeys([*named, *imported]))
+
+
+EXCERPT = re.compile(r"^[ \t]*<!--\s*profile-excerpt:\s*[\"']?(?P<path>[^\s:\"']+):", re.M)
+
+
+def published_paths(root: Path, docs: Path) -> list[str]:
+    """What the site publishes whole: the spec's files and every file a page excerpts (a CI job's
+    file, say), since each excerpt links to its whole file."""
+    excerpted = [
+        m["path"]
+        for page in sorted(docs.glob("*.md"))
+        for m in EXCERPT.finditer(page.read_text(encoding="utf-8"))
+        if (root / m["path"]).is_file()
+    ]
+    return list(dict.fromkeys([*source_paths(root), *excerpted]))
 
 
 def _imports(root: Path, path: str) -> list[str]:
@@ -92,7 +108,7 @@ def recipe_zips(root: Path) -> dict[str, list[str]]:
 
 def on_files(files, config):
     root = Path(config.config_file_path).resolve().parent
-    for uri in source_paths(root):
+    for uri in published_paths(root, Path(config["docs_dir"])):
         if files.get_file_from_path(uri) is None:
             files.append(File.generated(config, uri, abs_src_path=str(root / uri)))
     for uri, parts in recipe_zips(root).items():
