@@ -155,7 +155,9 @@ def test_every_marker_names_a_known_variant_claim_or_figure():
                 continue
             if kind == "profile-excerpt":  # PATH:SECTION of a file sources.py publishes whole
                 file = names[0].partition(":")[0]
-                assert file in sys.modules["sources"].published_paths(ROOT, ROOT / "docs"), f"{path.name}: {m[0]}"
+                assert file in sys.modules["sources"].published_paths(ROOT, ROOT / "docs"), (
+                    f"{path.name}: {m[0]}"
+                )
                 continue
             if kind == "profile-public":  # a trace recorded by others, shown by its own chapter
                 (folder,) = names

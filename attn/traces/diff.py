@@ -18,13 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-<<<<<<< HEAD
 from attn.traces import layout, patterns
-from attn.traces.atomic import RefusedOutput, check_output, write_json
-=======
-from attn.traces import layout
 from attn.traces.atomic import write_json
->>>>>>> i43-gate
 from attn.traces.markdown import code, text
 from attn.traces.table import aggregate
 from attn.traces.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace

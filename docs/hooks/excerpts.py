@@ -17,7 +17,12 @@ from pathlib import Path
 from sources import published_paths
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout, which snippets' base path "." names
-LANGUAGES = {".py": "python", ".cpp": "cpp", ".cu": "cuda", ".yml": "yaml"}  # a file's suffix -> its fence
+LANGUAGES = {
+    ".py": "python",
+    ".cpp": "cpp",
+    ".cu": "cuda",
+    ".yml": "yaml",
+}  # a file's suffix -> its fence
 OPTION = re.compile(r'(\w+)=([^"]*)')  # hl_lines="7", its quotes taken off as the marker is read
 SECTION = re.compile(r"-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:[ \t]*([a-z][-\w]*)[ \t]*\]", re.I)
 
