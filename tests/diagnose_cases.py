@@ -89,3 +89,55 @@ def with_backward(args: dict) -> dict:
          "ts": 270, "dur": 15, "args": {"correlation": 9}},
     ]  # fmt: skip
     return trace
+
+
+def op(name: str, ts: float, dur: float, dims=None, types=None, kernels=(), **more) -> dict:
+    """One CPU event of a hand-made trace (see made()): its recorded inputs, the device work it
+    launches at its end (kernels, or Memcpy/Memset by name), and any other field (cat, runtime)."""
+    args = {} if dims is None else {"Input Dims": dims}
+    if types is not None:
+        args["Input type"] = types
+    return {"name": name, "ts": ts, "dur": dur, "args": args, "kernels": list(kernels), **more}
+
+
+def made(*ops: dict) -> dict:
+    """A hand-made GPU trace: the ops on one thread (cat cpu_op unless given), each one's device
+    work launched in turn at its end and run one after another on one stream."""
+    cpu = {"ph": "X", "pid": 1, "tid": 1}
+    events, corr, gpu = [], 0, 10_000.0
+    for o in ops:
+        events.append({**cpu, "cat": o.get("cat", "cpu_op"), "name": o["name"], "ts": o["ts"],
+                       "dur": o["dur"], "args": o["args"]})  # fmt: skip
+        for j, (name, dur) in enumerate(o["kernels"]):
+            corr += 1
+            cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+            runtime = o.get("runtime", "cudaMemcpyAsync" if cat != "kernel" else "cudaLaunchKernel")
+            at = o["ts"] + o["dur"] - 0.2 * (len(o["kernels"]) - j)
+            events.append({**cpu, "cat": "cuda_runtime", "name": runtime, "ts": at,
+                           "dur": o.get("runtime_dur", 0.1), "args": {"correlation": corr}})  # fmt: skip
+            events.append({"ph": "X", "pid": 0, "tid": 7, "cat": cat, "name": name, "ts": gpu,
+                           "dur": dur, "args": {"correlation": corr}})  # fmt: skip
+            gpu += dur + 1
+    return {"traceEvents": events}
+
+
+Q = [1, 8, 128, 64]  # q, k and v of the hand-made calls: [batch, heads, seq, head_dim]
+BF16 = ["c10::BFloat16"] * 4
+CUTLASS = "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::BFloat16> >"
+COPY = "void at::native::elementwise_kernel<128, 4, direct_copy_kernel_cuda>"
+
+
+def sdpa_call(ts: float, mask: list[int] | None = None, before=(), pad: bool = False) -> list:
+    """An attention module at `ts` calling SDPA (its memory-efficient backend), with a mask of
+    this shape (padded inside SDPA's front op when `pad`), and the ops `before` it in the module."""
+    dims = [Q, Q, Q, mask or []]
+    front = op("aten::scaled_dot_product_attention", ts + 40, 50, dims, BF16)
+    padding = [
+        op("aten::pad", ts + 41, 12, [mask, []], BF16[:1]),
+        op("aten::constant_pad_nd", ts + 42, 10, [mask, []], BF16[:1], [(FILL, 5), (COPY, 7)]),
+    ]
+    backend = op("aten::_scaled_dot_product_efficient_attention", ts + 60, 25, dims, BF16,
+                 [(CUTLASS, 40)])  # fmt: skip
+    module = op("nn.Module: Attention_0", ts, 100, cat="python_function")
+    return [module, *before, front, *(padding if pad else []), backend]

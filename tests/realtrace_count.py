@@ -7,6 +7,7 @@ torch 1.8/1.9 ones (Operator/Runtime/Kernel, string tids such as "1890023232" or
 "stream 7"); both spell the host<->device link args["correlation"].
 """
 
+import bisect
 import gzip
 import json
 import re
@@ -98,27 +99,66 @@ def _x(trace):
 def _device_of(events, host):
     """Device events launched by runtime calls among ``host`` (correlation ids)."""
     ids = {_corr(e) for e in host if e.get("cat") in RUNTIME_CATS and _corr(e) is not None}
+    if len(ids) < 50:  # a few calls: look them up (the events' index is made once per list)
+        index = _by_correlation(events)
+        return [d for i in ids for d in index.get(i, [])]
     return [e for e in events if e.get("cat") in DEVICE_CATS and _corr(e) in ids]
 
 
+_index = [None, {}]  # the last list of events indexed, and its index
+
+
+def _by_correlation(events):
+    """{correlation id: device events} of a list of events, made once for the last list asked."""
+    if _index[0] is not events:
+        index = {}
+        for e in events:
+            if e.get("cat") in DEVICE_CATS and _corr(e) is not None:
+                index.setdefault(_corr(e), []).append(e)
+        _index[:] = [events, index]
+    return _index[1]
+
+
 def _on_thread_within(events, like, t0, t1):
-    key = (str(like.get("pid")), str(like.get("tid")))
-    return [
-        e
-        for e in events
-        if (str(e.get("pid")), str(e.get("tid"))) == key
-        and t0 <= float(e["ts"])
-        and float(e["ts"]) + float(e.get("dur", 0)) <= t1
-    ]
+    """Events on ``like``'s thread that start and end within [t0, t1], in start order."""
+    threads = _by_thread(events)
+    starts, on = threads.get((str(like.get("pid")), str(like.get("tid"))), ([], []))
+    first = bisect.bisect_left(starts, t0)
+    last = bisect.bisect_right(starts, t1)
+    return [e for e in on[first:last] if float(e["ts"]) + float(e.get("dur", 0)) <= t1]
+
+
+def _within(events, t0, t1):
+    """Those of ``events`` (one thread's) that start and end within [t0, t1]."""
+    return [e for e in events if t0 <= float(e["ts"]) and _end(e) <= t1]
+
+
+_threads = [None, {}]  # the last list of events split by thread, and its threads
+
+
+def _by_thread(events):
+    """{(pid, tid): (start times, events)} sorted by start, made once for the last list asked."""
+    if _threads[0] is not events:
+        found = {}
+        for e in events:
+            found.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append(e)
+        for key, on in found.items():
+            on.sort(key=lambda e: float(e["ts"]))
+            found[key] = ([float(e["ts"]) for e in on], on)
+        _threads[:] = [events, found]
+    return _threads[1]
 
 
 def _summarise(groups):
-    """{shapes: [extents' device events]} -> {shapes: (calls, kernels per call, us per call)}"""
+    """{shapes: [(a call's device events, its attention kernels)]} ->
+    {shapes: (calls, kernels per call, us per call, attention kernels' us per call)}"""
     out = {}
     for shapes, calls in groups.items():
-        kernels = sum(d.get("cat") in KERNEL_CATS for c in calls for d in c)
-        us = sum(float(d.get("dur", 0)) for c in calls for d in c)
-        out[shapes] = (len(calls), kernels / len(calls), us / len(calls))
+        kernels = sum(d.get("cat") in KERNEL_CATS for c, _ in calls for d in c)
+        us = sum(float(d.get("dur", 0)) for c, _ in calls for d in c)
+        attention = sum(float(d.get("dur", 0)) for _, a in calls for d in a)
+        n = len(calls)
+        out[shapes] = (n, kernels / n, us / n, attention / n)
     return out
 
 
@@ -127,51 +167,83 @@ def _shapes(e):
     return " ".join("[" + ",".join(str(x) for x in d) + "]" for d in dims) or None
 
 
-def op_calls(trace, op_name):
-    """Calls of CPU ops named ``op_name``, by their input shapes: each with the device work of the
-    runtime calls inside it, on its own thread."""
+def op_call_events(trace, op_name, attention=""):
+    """Calls of CPU ops named ``op_name``: {shapes: [(the device work of the runtime calls inside
+    it, on its own thread; its kernels whose names match the regex ``attention``)]}."""
     events = _x(trace)
     groups = {}
     for op in (e for e in events if e.get("name") == op_name and e.get("cat") == "cpu_op"):
         t0, t1 = float(op["ts"]), float(op["ts"]) + float(op.get("dur", 0))
-        groups.setdefault(_shapes(op), []).append(
-            _device_of(events, _on_thread_within(events, op, t0, t1))
+        device = _device_of(events, _on_thread_within(events, op, t0, t1))
+        mine = [
+            d for d in device if d.get("cat") in KERNEL_CATS and re.search(attention, d["name"])
+        ]
+        groups.setdefault(_shapes(op), []).append((device, mine))
+    return groups
+
+
+def op_calls(trace, op_name, attention=""):
+    """Calls of CPU ops named ``op_name``, by their input shapes: (calls, kernels, us per call, the
+    attention kernels' us per call, those whose names match ``attention``)."""
+    return _summarise(op_call_events(trace, op_name, attention))
+
+
+def _end(e):
+    return float(e["ts"]) + float(e.get("dur", 0))
+
+
+def _outer(products):
+    return [
+        p
+        for p in products
+        if not any(
+            q is not p and float(q["ts"]) <= float(p["ts"]) and _end(p) <= _end(q) for q in products
         )
-    return _summarise(groups)
+    ]
 
 
-def eager_calls(trace, module_prefix):
-    """In each module named ``module_prefix``...: every softmax with the outermost product before
-    it and after it; the device work launched from the first product's start to the second's end,
-    by the first product's input shapes."""
+def _product_out(e):
+    """The last two dims a 2-input product writes: [M, N] of [.., M, K] x [.., K, N]."""
+    dims = (e.get("args") or {}).get("Input Dims", [])
+    if len(dims) < 2 or len(dims[0]) < 2 or len(dims[1]) < 2:
+        return None
+    return [dims[0][-2], dims[1][-1]]
+
+
+def eager_call_events(trace, module_prefix):
+    """In each module named ``module_prefix``...: every softmax, Q.K^T the first outermost product
+    since the last P.V whose output's last two dims are the softmax input's, P.V the first after
+    it. {Q.K^T's shapes: [(the device work from Q.K^T's start to P.V's end, the kernels inside
+    Q.K^T, the softmax and P.V whose names say no copy)]}."""
     events = _x(trace)
     groups = {}
     for m in (e for e in events if str(e.get("name", "")).startswith(module_prefix)):
-        t0, t1 = float(m["ts"]), float(m["ts"]) + float(m.get("dur", 0))
+        t0, t1 = float(m["ts"]), _end(m)
         inside = _on_thread_within(events, m, t0, t1)
-        products = [e for e in inside if e.get("name") in PRODUCTS]
-        outer = [
-            p
-            for p in products
-            if not any(
-                q is not p
-                and float(q["ts"]) <= float(p["ts"])
-                and float(p["ts"]) + float(p["dur"]) <= float(q["ts"]) + float(q["dur"])
-                for q in products
-            )
-        ]
-        outer.sort(key=lambda e: float(e["ts"]))
-        for s in (e for e in inside if e.get("name") == "aten::softmax"):
-            before = [p for p in outer if float(p["ts"]) < float(s["ts"])]
+        outer = sorted(_outer([e for e in inside if e.get("name") in PRODUCTS]),
+                       key=lambda e: float(e["ts"]))  # fmt: skip
+        since = t0
+        for s in sorted((e for e in inside if e.get("name") == "aten::softmax"),
+                        key=lambda e: float(e["ts"])):  # fmt: skip
+            scores = s["args"]["Input Dims"][0][-2:]
+            before = [p for p in outer if since <= float(p["ts"]) < float(s["ts"])]
             after = [p for p in outer if float(p["ts"]) > float(s["ts"])]
-            if not before or not after:
+            qk = next((p for p in before if _product_out(p) == scores), None)
+            if qk is None or not after:
                 continue
-            qk, pv = before[-1], after[0]
-            extent = _on_thread_within(
-                events, m, float(qk["ts"]), float(pv["ts"]) + float(pv["dur"])
-            )
-            groups.setdefault(_shapes(qk), []).append(_device_of(events, extent))
-    return _summarise(groups)
+            pv = after[0]
+            since = _end(pv)
+            extent = _within(inside, float(qk["ts"]), _end(pv))
+            core = [x for op in (qk, s, pv) for x in _within(inside, float(op["ts"]), _end(op))]
+            mine = [d for d in _device_of(events, core)
+                    if d.get("cat") in KERNEL_CATS and "copy" not in d["name"].lower()]  # fmt: skip
+            groups.setdefault(_shapes(qk), []).append((_device_of(events, extent), mine))
+    return groups
+
+
+def eager_calls(trace, module_prefix):
+    """eager_call_events summed by Q.K^T's input shapes, as op_calls."""
+    return _summarise(eager_call_events(trace, module_prefix))
 
 
 def backward_nodes(trace, node_name):
@@ -218,3 +290,23 @@ def kernels_without_launch(trace, pattern):
         and _corr(e) not in launched
     ]
     return len(found), sum(float(e.get("dur", 0)) for e in found)
+
+
+def kernel_events(trace, pattern):
+    """Kernels whose names match the regex ``pattern``."""
+    return [e for e in _x(trace) if e.get("cat") in KERNEL_CATS and re.search(pattern, e["name"])]
+
+
+def unattributed(trace, explained, least=0.01):
+    """Kernels not among ``explained`` (device events), summed by name, each over ``least`` of
+    all device time (kernels, memcpys, memsets): [(name, calls, us, share)], the largest first."""
+    events = _x(trace)
+    total = sum(float(e.get("dur", 0)) for e in events if e.get("cat") in DEVICE_CATS)
+    ids = {id(e) for e in explained}
+    found = {}
+    for e in events:
+        if e.get("cat") in KERNEL_CATS and id(e) not in ids:
+            calls, us = found.get(e["name"], (0, 0.0))
+            found[e["name"]] = (calls + 1, us + float(e.get("dur", 0)))
+    rows = [(name, n, us, us / total) for name, (n, us) in found.items() if us > least * total]
+    return sorted(rows, key=lambda r: -r[2])

@@ -698,6 +698,22 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "✓ **holds:**" in out
 
 
+def test_public_marker_shows_each_call_s_attention_kernels_and_what_no_row_explains(profiles):
+    """The multi-query trace: a call's time beside its attention kernels' own, and the largest
+    kernels outside the attention, with who launched them."""
+    out = expand(
+        "<!-- profile-public: switchtransformers-a100-eager-mqa-fp32 -->\n",
+        "naive.md",
+        ROOT / "profiles",
+    )
+    assert "12 kernels · 4.11 ms (3.46 ms–8.61 ms) · attention kernels 2.85 ms · 7% of" in out
+    assert (
+        "which no row above explains): 54% `ampere_sgemm_128x64_tn` (41 calls, under "
+        "`aten::addmm`); 33% `ampere_sgemm_128x32_tn` (50 calls"
+    ) in out
+    assert "and 2 more." in out
+
+
 def test_public_marker_groups_what_it_could_not_check(profiles):
     out = expand(
         "<!-- profile-public: tracelens-mi300x-sglang-decode-graph -->\n",

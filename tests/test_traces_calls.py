@@ -45,8 +45,8 @@ def test_without_cpu_ops_the_kernels_still_answer():
     result = diagnose(Trace(raw))
     (row,) = result["attention"]
     assert (row["implementation"], row["calls"], row["kernels_per_call"]) == ("sdpa_flash", 4, 1)
-    assert result["findings"] == []
-    assert {g["kind"] for g in result["not_checked"]} == {f.kind for f in FINDINGS}
+    assert result["findings"] == []  # the flash kernels' names say bfloat16: no fp32 finding
+    assert {g["kind"] for g in result["not_checked"]} == {f.kind for f in FINDINGS if f.needs_cpu}
     assert all("no CPU ops" in g["why"] for g in result["not_checked"])
 
 
@@ -117,51 +117,54 @@ def test_real_traces(folder):
 
 
 FLASH = "aten::_scaled_dot_product_flash_attention"
+SDPA = "aten::scaled_dot_product_attention"  # SDPA's front op, around its backend op
+FUSED = r"flash_fwd_kernel|^attn_fwd$|^fmhaSm100"  # the fused attention kernels, by name
 
 
 def op_calls(op: str):
-    return lambda t: realtrace_count.op_calls(t, op)
+    return lambda t: realtrace_count.op_calls(t, op, FUSED)
 
 
 def eager_calls(module: str):
     return lambda t: realtrace_count.eager_calls(t, f"nn.Module: {module}")
 
 
-INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, kernels, us per call)}
-    "tracelens-h100-bert-small-sdpa-flash": op_calls(FLASH),
-    "tracelens-mi300x-bert-small-sdpa-flash": op_calls(FLASH),
-    "tracelens-h100-qwen1.5-sdpa-flash": op_calls(FLASH),
-    "tracelens-mi300x-compiled-sdpa": op_calls(FLASH),
+INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, kernels, us, attention us)}
+    "tracelens-h100-bert-small-sdpa-flash": op_calls(SDPA),
+    "tracelens-mi300x-bert-small-sdpa-flash": op_calls(SDPA),
+    "tracelens-h100-qwen1.5-sdpa-flash": op_calls(SDPA),
+    "tracelens-mi300x-compiled-sdpa": op_calls(FLASH),  # Inductor calls the backend op itself
     "tracelens-h100-timesformer-eager-softmax": eager_calls("TimesformerSelfAttention"),
     "switchtransformers-a100-eager-mqa-fp32": eager_calls("MultiQueryAttention"),
     "tracelens-h100-owlv2-eager-two-kinds": eager_calls("Owlv2Attention"),
     "tracelens-b200-vllm-gptoss-fp8-paged": op_calls("vllm::unified_attention_with_output"),
-    "tracelens-mi300x-flux-sage-graph": lambda t: (
-        op_calls(FLASH)(t) | eager_calls("T5Attention")(t)
-    ),
+    "tracelens-mi300x-flux-sage-graph": lambda t: op_calls(SDPA)(t) | eager_calls("T5Attention")(t),
 }
 
 
 @pytest.mark.parametrize("folder", sorted(INDEPENDENT))
 def test_each_kind_of_call_equals_an_independent_count(folder):
-    """Calls, kernels and device time of each kind of call (its input shapes; kinds that ran other
-    kernels summed back) equal a count written straight from the raw JSON
-    (tests/realtrace_count.py), which shares no code."""
+    """Calls, kernels, device time and the attention kernels' own time of each kind of call (its
+    input shapes; kinds that ran other kernels summed back) equal a count written straight from
+    the raw JSON (tests/realtrace_count.py), which shares no code: all the device work launched
+    inside the call's op (SDPA's front op, a custom op) or eager window (Q.K^T to P.V)."""
     result = diagnose(traced(folder))
     ours: dict[str, list] = {}
     for r in (r for r in result["attention"] if r["shapes"] is not None):
-        calls, kernels, us = ours.setdefault(r["shapes"], [0, 0.0, 0.0])
+        calls, kernels, us, attention = ours.setdefault(r["shapes"], [0, 0.0, 0.0, 0.0])
         ours[r["shapes"]] = [
             calls + r["calls"],
             kernels + r["calls"] * r["kernels_per_call"],
             us + r["calls"] * r["device_time_us_per_call"],
+            attention + r["calls"] * r["attention_kernel_time_us_per_call"],
         ]
     theirs = INDEPENDENT[folder](raw(folder))
     assert ours.keys() == theirs.keys()
-    for shapes, (calls, kernels, us) in theirs.items():
+    for shapes, (calls, kernels, us, attention) in theirs.items():
         assert ours[shapes][0] == calls, shapes
         assert ours[shapes][1] == pytest.approx(calls * kernels), shapes
         assert ours[shapes][2] == pytest.approx(calls * us), shapes
+        assert ours[shapes][3] == pytest.approx(calls * attention), shapes
 
 
 GRAPH_KERNELS = {  # folder -> {kernels per call: the kernels of that kind, by name}
@@ -185,6 +188,8 @@ def test_graph_replays_split_by_their_kernels_equal_a_count_by_name(folder):
         )
         assert r["calls"] * r["kernels_per_call"] == count
         assert r["calls"] * r["device_time_us_per_call"] == pytest.approx(us)
+        assert r["attention_kernel_time_us_per_call"] == r["device_time_us_per_call"]
+        assert r["other_work"] == []  # a replay's calls are the table's kernels alone
 
 
 def test_two_kinds_of_call_each_with_its_share():

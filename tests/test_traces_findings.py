@@ -18,13 +18,21 @@ from attn.traces.units import time_text
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402
 from diagnose_cases import (  # noqa: E402
+    BF16,
+    COPY,
+    CUTLASS,
+    FILL,
     FP32,
     ROOT,
+    Q,
     diagnose,
     fixture,
     implementations,
     kinds,
+    made,
+    op,
     raw,
+    sdpa_call,
     sdpa_on_gpu,
     traced,
     with_backward,
@@ -119,14 +127,25 @@ def test_enable_gqa_is_no_finding(tmp_path):
 
 
 def test_timesformer_is_eager_and_every_finding_is_checked():
-    result = diagnose(traced("tracelens-h100-timesformer-eager-softmax"))
-    assert kinds(result) == {"eager_attention": 24} and result["not_checked"] == []
+    """TimeSformer scales its scores out of place (scores * scale): a new score matrix per call,
+    as many as the raw JSON holds muls of a softmax's input."""
+    folder = "tracelens-h100-timesformer-eager-softmax"
+    result = diagnose(traced(folder))
+    events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
+    softmaxed = [e["args"]["Input Dims"][0] for e in events if e["name"] == "aten::softmax"]
+    scaled = [e for e in events
+              if e["name"] == "aten::mul" and e["args"]["Input Dims"][0] in softmaxed]  # fmt: skip
+    assert kinds(result) == {"eager_attention": 24, "out_of_place_score_ops": len(scaled)} and (
+        len(scaled) == 24
+    )
+    assert result["not_checked"] == []
 
 
 def test_a_graph_replay_says_what_it_cannot_check():
     result = diagnose(traced("tracelens-mi300x-sglang-decode-graph"))
     assert result["findings"] == []
-    assert {g["kind"] for g in result["not_checked"]} == {f.kind for f in FINDINGS}
+    # The kernels' names say bfloat16: the dtype is checked; what needs CPU ops is not.
+    assert {g["kind"] for g in result["not_checked"]} == {f.kind for f in FINDINGS if f.needs_cpu}
     assert all("graph replay" in g["why"] for g in result["not_checked"])
 
 
@@ -175,13 +194,17 @@ def test_the_a100_multi_query_trace_and_its_findings_equal_a_count_of_the_raw_js
         e for e in events if e["name"] == "aten::matmul"
         and [d[1] for d in e["args"]["Input Dims"]] in ([8, 1], [1, 8])
     ]  # fmt: skip
+    scaled = [e for e in events if e["name"] == "aten::mul"
+              and e["args"]["Input Dims"][0] == [8, 8, 1024, 1024]]  # fmt: skip
     assert kinds(result) == {
         "out_of_place_masked_fill": names.count("aten::masked_fill"),
         "eager_attention": 10,
+        "out_of_place_score_ops": len(scaled),  # scores * scale, a new [8, 8, 1024, 1024]
         "repeat_kv": len(broadcast),
         "mask_per_call": names.count("aten::tril"),
         "fp32_attention_on_gpu": 10,
     }
+    assert len(scaled) == 10
     assert len(broadcast) == 20 and names.count("aten::masked_fill") == 10
     copies = [e for e in events if e["name"].startswith("Memcpy DtoD")]
     assert len(copies) == 10  # one per masked_fill's clone
@@ -194,8 +217,8 @@ def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_
     result = diagnose(traced(folder))
     (found,) = result["findings"]
     count, copies_us = realtrace_count.ops_named(raw(folder), "aten::contiguous", [16, 16, 559, 64])
-    calls, _, attention_us = realtrace_count.op_calls(
-        raw(folder), "aten::_scaled_dot_product_flash_attention"
+    calls, _, attention_us, _ = realtrace_count.op_calls(
+        raw(folder), "aten::scaled_dot_product_attention"
     ).popitem()[1]
     assert (found["kind"], found["count"]) == ("qkv_copies", count) and count == 3 * calls
     assert found["detail"] == (
@@ -215,8 +238,176 @@ def test_q_k_v_copies_before_each_sdpa_call_and_their_cost_equal_a_count_of_the_
     ids=["ints", "nulls", "a string dim", "strings"],
 )
 def test_malformed_input_dims_are_not_read_not_a_traceback(args):
-    """Each raised a TypeError deep in the math-fallback check."""
+    """Each raised a TypeError deep in the math-fallback check. Input types read as such are
+    read (float: fp32), and only those."""
     result = diagnose(Trace(sdpa_on_gpu("aten::_scaled_dot_product_attention_math", args)))
-    (math,) = result["findings"]
-    assert math["kind"] == "math_fallback" and "record_shapes" in math["detail"]
-    assert [g["kind"] for g in result["not_checked"]] == ["fp32_attention_on_gpu"]
+    math = found(result, "math_fallback")
+    assert "record_shapes" in math["detail"]
+    typed = args["Input type"][0] == "float"
+    assert kinds(result) == {"math_fallback": 1} | ({"fp32_attention_on_gpu": 1} if typed else {})
+    assert [g["kind"] for g in result["not_checked"]] == (
+        [] if typed else ["fp32_attention_on_gpu"]
+    )
+
+
+# --- the findings of attention as application code runs it, each on a small hand-made trace -------
+
+
+def found(result: dict, kind: str) -> dict:
+    return next(f for f in result["findings"] if f["kind"] == kind)
+
+
+def test_a_mask_sdpa_pads_is_found_with_its_cost_and_an_aligned_one_is_not():
+    """SDPA's memory-efficient backend takes a mask whose last dimension is a multiple of 16:
+    SDPA's front op pads one of 77 (a fill and a copy) in every call, around the backend op."""
+    padded = diagnose(Trace(made(*sdpa_call(0, [1, 1, 128, 77], pad=True))))
+    assert kinds(padded) == {"mask_padded_in_sdpa": 1}
+    detail = found(padded, "mask_padded_in_sdpa")["detail"]
+    assert "[1, 1, 128, 77]" in detail and "12.0 µs per call" in detail and "40.0 µs" in detail
+    aligned = diagnose(Trace(made(*sdpa_call(0, [1, 1, 128, 80]))))
+    assert kinds(aligned) == {}
+
+
+def test_a_mask_converted_before_every_call_is_found_and_one_passed_as_it_is_is_not():
+    """Two calls, each casting a [1, 1, 128, 128] mask before SDPA: a score-sized tensor written
+    in every call. The same calls given the mask as it is find nothing."""
+    cast = [op("aten::to", 5, 10, [[1, 1, 128, 128], [], [], [], []], ["float"], [(COPY, 6)])]
+    trace = made(*sdpa_call(0, [1, 1, 128, 128], cast), *sdpa_call(200, [1, 1, 128, 128], [
+        {**cast[0], "ts": 205}]))  # fmt: skip
+    result = diagnose(Trace(trace))
+    assert kinds(result) == {"mask_per_call": 2}
+    assert found(result, "mask_per_call")["detail"] == (
+        "a [1, 1, 128, 128] float tensor (64 KiB) in 2 call(s), 6.0 µs of device work per call"
+    )
+    plain = made(*sdpa_call(0, [1, 1, 128, 128]), *sdpa_call(200, [1, 1, 128, 128]))
+    assert kinds(diagnose(Trace(plain))) == {}
+
+
+def scores_trace(inplace: bool = False) -> dict:
+    """Eager attention whose scores are scaled, then given a bias: out of place, or in place."""
+    scores = [1, 8, 128, 128]
+    under = "_" if inplace else ""
+    return made(
+        op("nn.Module: SelfAttention_0", 0, 200, cat="python_function"),
+        op("aten::matmul", 10, 10, [Q, [1, 8, 64, 128]], BF16[:2], [("gemm_qk", 50)]),
+        op(f"aten::mul{under}", 30, 10, [scores, []], BF16[:1], [("mul_kernel", 8)]),
+        op(f"aten::add{under}", 50, 10, [scores, scores, []], BF16[:2], [("add_kernel", 9)]),
+        op("aten::softmax", 70, 10, [scores, [], []], BF16[:1], [("softmax_kernel", 20)]),
+        op("aten::matmul", 90, 10, [scores, Q], BF16[:2], [("gemm_pv", 40)]),
+    )
+
+
+def test_out_of_place_ops_on_the_scores_are_found_and_in_place_ones_are_not():
+    result = diagnose(Trace(scores_trace()))
+    assert kinds(result) == {"eager_attention": 1, "out_of_place_score_ops": 2}
+    detail = found(result, "out_of_place_score_ops")["detail"]
+    assert detail.startswith("2 in 1 call(s) (aten::mul, aten::add)") and "256 KiB" in detail
+    assert kinds(diagnose(Trace(scores_trace(inplace=True)))) == {"eager_attention": 1}
+
+
+def padded_head_dim(head_dim: int) -> dict:
+    """q, k and v padded from `head_dim` up to 128 before a custom op whose kernel is Triton's
+    tutorial's (its name says no attention)."""
+    wide = [1, 8, 128, 128]
+    pads = [op("aten::pad", 5 + 10 * i, 8, [[1, 8, 128, head_dim], []], BF16[:1],
+               [(FILL, 3), (COPY, 4)]) for i in range(3)]  # fmt: skip
+    return made(
+        op("nn.Module: Attention_0", 0, 100, cat="python_function"),
+        *(pads if head_dim != 128 else []),
+        op("mylib::flash_attention", 50, 40, [wide] * 3, BF16[:3], [("_fwd_kernel", 30)]),
+    )
+
+
+def test_q_k_v_padded_to_a_head_dim_the_kernel_takes_is_found():
+    result = diagnose(Trace(padded_head_dim(80)))
+    (row,) = result["attention"]
+    assert (row["implementation"], row["attention_kernel_time_us_per_call"]) == ("custom", 30.0)
+    assert kinds(result) == {"head_dim_padding": 3}
+    assert found(result, "head_dim_padding")["detail"] == (
+        "head dim 80 to 128; the padding takes 21.0 µs per call, the call 30.0 µs"
+    )
+    assert kinds(diagnose(Trace(padded_head_dim(128)))) == {}
+
+
+def repeated(dims: list[int], before: bool = False) -> dict:
+    """A repeat_interleave of a tensor of `dims` in a cross-attention module (or before it, in
+    the model: once for all its layers) that calls SDPA on q of batch 8 and 77 keys."""
+    q, k = [8, 8, 128, 64], [8, 8, 77, 64]
+    at = -30 if before else 5
+    return made(
+        op("nn.Module: Model_0", -50, 300, cat="python_function"),
+        op("aten::repeat_interleave", at, 10, [dims, [], []], BF16[:1], [(COPY, 9)]),
+        op("nn.Module: CrossAttention_0", 0, 100, cat="python_function"),
+        op("aten::scaled_dot_product_attention", 40, 50, [q, k, k], BF16[:3]),
+        op("aten::_scaled_dot_product_efficient_attention", 45, 40, [q, k, k], BF16[:3],
+           [(CUTLASS, 30)]),
+    )  # fmt: skip
+
+
+def test_k_v_repeated_over_the_batch_is_not_taken_for_a_repeat_over_heads():
+    """The text a cross-attention reads, repeated over the batch, in the module or before the
+    model's first attention; K repeated over heads; a tensor of another length."""
+    for before in (False, True):
+        over_batch = diagnose(Trace(repeated([1, 77, 768], before)))
+        assert kinds(over_batch) == {"kv_repeated_over_batch": 1}
+        assert found(over_batch, "kv_repeated_over_batch")["detail"].startswith(
+            "repeated: [1, 77, 768] up to a batch of 8"
+        )
+    assert kinds(diagnose(Trace(repeated([8, 2, 77, 64])))) == {"repeat_kv": 1}
+    assert kinds(diagnose(Trace(repeated([1, 128, 768], before=True)))) == {}
+
+
+def synced(direction: str) -> dict:
+    """An index built on the CPU and copied over (from pageable memory), and an .item()
+    (a copy to the host, then a synchronize), inside an attention module before SDPA."""
+    module = sdpa_call(0)
+    return made(
+        module[0],
+        op("aten::to", 2, 10, [[128]], ["long int"], [(f"Memcpy {direction}", 2)],
+           runtime_dur=30),
+        op("aten::_local_scalar_dense", 15, 20, [[]], ["long int"],
+           [("Memcpy DtoH (Device -> Pageable)", 1)], runtime_dur=5),
+        op("cudaStreamSynchronize", 36, 3, cat="cuda_runtime"),
+        *module[1:],
+    )  # fmt: skip
+
+
+def test_what_blocks_the_cpu_inside_attention_is_found_with_its_time():
+    result = diagnose(Trace(synced("HtoD (Pageable -> Device)")))
+    assert kinds(result) == {"sync_in_forward": 3}
+    assert found(result, "sync_in_forward")["detail"] == (
+        "3 per call, 38.0 µs of CPU time blocked in all, 38.0 µs per call"
+    )
+    result = diagnose(Trace(synced("DtoD (Device -> Device)")))  # asynchronous: no wait
+    assert kinds(result) == {"sync_in_forward": 2}
+
+
+@pytest.mark.parametrize(
+    ("kernel", "fp32"),
+    [
+        ("fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)", 3),
+        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)", 0),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, cutlass::half_t> >", 0),
+        ("attn_fwd", None),  # AOTriton's name says no dtype
+    ],
+)
+def test_without_shapes_the_dtype_is_read_from_the_kernel_names(kernel, fp32):
+    """Kernels alone, no CPU op: every call's dtype is its kernel's name's."""
+    trace = {"traceEvents": [{"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": kernel,
+                              "ts": 100 * i, "dur": 50} for i in range(3)]}  # fmt: skip
+    result = diagnose(Trace(trace))
+    assert kinds(result) == ({"fp32_attention_on_gpu": 3} if fp32 else {})
+    unchecked = {g["kind"]: g["why"] for g in result["not_checked"]}
+    assert ("fp32_attention_on_gpu" in unchecked) is (fp32 is None)
+    assert all("no CPU ops" in why for k, why in unchecked.items() if k != "fp32_attention_on_gpu")
+
+
+def test_an_op_without_recorded_types_takes_its_kernel_s_dtype():
+    f32 = "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"
+    trace = made(op("aten::_scaled_dot_product_efficient_attention", 0, 50, kernels=[(f32, 40)]))
+    result = diagnose(Trace(trace))
+    assert found(result, "fp32_attention_on_gpu") == {
+        "kind": "fp32_attention_on_gpu", "count": 1, "chapter": "sdpa.md",
+        "advice": found(result, "fp32_attention_on_gpu")["advice"],
+        "detail": "read from kernel names for 1 call(s)",
+    }  # fmt: skip

@@ -56,6 +56,17 @@ NAMES = [  # (name as a trace spells it, the implementation it says, or None: no
     ("sglang_profiler::attention_paged_attention_ragged_100", "paged"),
     ("sage_quant_kernel", "quantised"),  # SageAttention (aiter): no attention word in its names
     ("sage_fwd", "quantised"),
+    # Kernels derived from Triton's fused-attention tutorial: their names say no attention.
+    ("_fwd_kernel", "custom"),  # LightLLM, vLLM's prefix prefill, SGLang's extend
+    ("_fwd_kernel_splitK", "custom"),  # xformers' split-K decode
+    ("_attn_fwd_ws", "custom"),
+    ("_fwd_kernel_stage1", "paged"),  # Triton decode attention, a stage of its own
+    # Vendors' fused attention.
+    ("void flashinfer::BatchMLAPagedAttentionKernel<true, 128>", "paged"),
+    ("fmha_v2_flash_attention_fp16_64_128_S_qkv_128_causal_sm80_kernel_nl", "custom"),
+    ("void transformer_engine::fused_attn::cudnn_fused_attn_fwd<bf16>", "custom"),
+    ("_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelINS_26BlockFmhaPipelineQRKSVSAsync", "custom"),
+    ("_ZN5aiter33fmha_fwd_hd128_bf16_causal_rtne_gfx942E", "custom"),
     # Names that mention attention without being attention.
     ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", None),
     ("triton_tem_fused_mm_0", None),  # a max-autotune GEMM template: no row at all
@@ -64,6 +75,9 @@ NAMES = [  # (name as a trace spells it, the implementation it says, or None: no
     ("triton_red_fused__scaled_dot_product_efficient_attention_backward_sum_3", None),
     ("triton_per_fused_flex_attention_backward_2", None),
     ("graph_0_cpp_fused__scaled_dot_product_flash_attention_for_cpu_full_triu_0", None),
+    # Triton kernels of other ops whose names end in fwd_kernel.
+    ("_layer_norm_fwd_1pass_kernel", None),
+    ("_chunk_scan_fwd_kernel", None),
 ]
 BACKWARD = [  # (a backward's name as a trace spells it, its implementation)
     ("aten::_scaled_dot_product_flash_attention_backward", "sdpa_flash"),
@@ -80,6 +94,10 @@ BACKWARD = [  # (a backward's name as a trace spells it, its implementation)
     ("void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128> >", "custom"),
     ("flash_attn_3::_flash_attn_backward", "custom"),
     ("attn::flash_attention_backward", "custom"),
+    ("_attn_bwd_preprocess", "custom"),  # Triton's tutorial: the preprocess starts a call
+    ("_attn_bwd", "custom"),
+    ("_bwd_kernel", "custom"),
+    ("_ZN7ck_tile6kentryILi2ENS_20FmhaBwdDQDKDVKernelINS_", "custom"),
 ]  # fmt: skip
 
 

@@ -48,3 +48,24 @@ def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
     first, *lint = capsys.readouterr().out.strip().splitlines()
     assert first == "No attention found in this trace."
     assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
+
+
+def test_each_row_says_what_its_device_time_is_and_what_no_row_explains(capsys):
+    """The multi-query trace: a call's 4.11 ms are its attention kernels and the rest by kind; the
+    extra terms on its scores; the GEMMs outside attention, the largest first."""
+    path = next((REAL / "switchtransformers-a100-eager-mqa-fp32").glob("*.json*"))
+    assert cli.main(["diagnose", str(path)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "4.11 ms per call: attention kernels 2.85 ms, score terms 1.04 ms (2 kernels)" in printed
+    assert "extra terms on the scores: aten::mul 316.3 µs, aten::masked_fill 722.4 µs" in printed
+    assert "Unattributed: kernels outside the rows above" in printed
+    assert "53.5% 41 x, under aten::addmm: ampere_sgemm_128x64_tn" in printed
+
+
+def test_a_trace_whose_kernels_the_rows_hold_says_nothing_is_left(tmp_path, capsys):
+    kernel = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >"
+    trace = {"traceEvents": [{"ph": "X", "pid": 0, "tid": 7, "cat": "kernel", "name": kernel,
+                              "ts": 100 * i, "dur": 50} for i in range(2)]}  # fmt: skip
+    (tmp_path / "trace.json").write_text(json.dumps(trace))
+    assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
+    assert "Unattributed: no kernel outside the rows above" in capsys.readouterr().out

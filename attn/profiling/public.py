@@ -20,11 +20,11 @@ from pathlib import Path
 
 from attn import specs
 from attn.profiling.flags import out_folder
-from attn.traces import layout, trace_lint
+from attn.traces import layout
 from attn.traces.atomic import write_json
-from attn.traces.calls import Call, attention_rows, find_calls
+from attn.traces.calls import Call, find_calls
 from attn.traces.claims import evaluate
-from attn.traces.findings import findings
+from attn.traces.diagnose import diagnosis_of
 from attn.traces.public_checks import PublicEvidence
 from attn.traces.trace import Trace, load_trace, read_trace
 
@@ -78,15 +78,10 @@ def diagnosis(public: specs.PublicTrace) -> dict:
     """What diagnosis.json holds: the source, the report, the claims checked on it, the shot's aim."""
     trace = read_trace(trace_file(public.folder))
     calls = find_calls(trace)
-    found, unchecked = findings(trace, calls, specs.chapter_teaching)
-    rows = attention_rows(trace, calls)
-    report = {
-        "attention": rows,
-        "attention_share_of_device_time": sum(r["share_of_device_time"] or 0 for r in rows),
-        "findings": found,
-        "not_checked": unchecked,
-        "lint": trace_lint.lint(trace),
-    }
+    full = diagnosis_of(trace, calls, specs.chapter_teaching)
+    keys = ("attention", "attention_share_of_device_time", "unattributed", "findings",
+            "not_checked", "lint")  # fmt: skip
+    report = {key: full[key] for key in keys}
     evidence = PublicEvidence(report, calls, trace)
     return {
         "folder": public.folder,

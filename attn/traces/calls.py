@@ -1,10 +1,13 @@
 """Find the attention calls in any trace: ops, eager patterns, their backwards, and kernels alone.
 
 Attention is found by what the trace shows, the name table (attn.traces.patterns) as a hint:
-CPU ops the table knows or whose names say attention (SDPA's backend ops, serving, vendor and
-custom ops, generated FlexAttention); the eager pattern, a product, a softmax and a product with
-nothing of the kind between, inside one module or range; and kernels the table knows that no such
-op launched, each tied through its correlation id to the CPU op that launched it, on any thread.
+CPU ops the table knows or whose names say attention (SDPA's backend ops, the call being SDPA's
+front op around them; serving, vendor and custom ops, generated FlexAttention); the eager pattern,
+a product that writes the scores, a softmax and a product that reads them, inside one module or
+range (attn.traces.scores: by recorded shapes, else the products next to the softmax); and kernels
+the table knows that no such op launched, each tied through its correlation id to the CPU op that
+launched it, on any thread. A call's device work is all its op or window launched (attn.traces.work
+says what it is).
 A forward's backward is the autograd nodes carrying its ops' sequence numbers or tied to them by
 the profiler's fwdbwd flows. Calls are told apart by their input shapes and the kernels they ran,
 and where shapes were not recorded, at a clear gap in device time.
@@ -20,7 +23,7 @@ import re
 
 import numpy as np
 
-from attn.traces import patterns
+from attn.traces import patterns, scores, work
 from attn.traces.trace import EPS_US, KERNEL, STEP_PREFIX, Trace
 
 FORWARD, BACKWARD = "forward", "backward"
@@ -45,6 +48,12 @@ class Call:
     cpu_us: float = 0.0  # host time of its ops (a backward's nodes may be apart)
     graph: bool = False  # replayed from a graph: no CPU op launched its kernels one by one
     nodes: list[int] = dataclasses.field(default_factory=list)  # a backward's autograd nodes
+    # Eager: the softmax, P.V, how Q.K^T was told (scores.BY_SHAPES or BY_POSITION), and the ops
+    # on the score matrix between the products.
+    softmax: int | None = None
+    pv: int | None = None
+    qk_by: str | None = None
+    terms: list[int] = dataclasses.field(default_factory=list)
 
 
 def _is_module(name: str) -> bool:
@@ -83,10 +92,7 @@ def _compiled(trace: Trace, row: int) -> bool:
 
 def inside(trace: Trace, row: int, start: float, end: float) -> np.ndarray:
     """Host rows on `row`'s thread that start and end within [start, end]."""
-    rows = trace.thread_rows(row)
-    lo, hi = np.searchsorted(trace.ts[rows], [start - EPS_US, end + EPS_US])
-    rows = rows[lo:hi]
-    return rows[trace.end[rows] <= end + EPS_US]
+    return trace.thread_within(row, start, end)
 
 
 def launched(trace: Trace, row: int, start: float, end: float) -> list[int]:
@@ -140,15 +146,24 @@ def _op_calls(trace: Trace) -> list[Call]:
     for i, row in sorted(known.items()):
         if any(a in known for a in trace.ancestors(i)):
             continue
+        i = _front(trace, i)
         call = _found_call(trace, row.implementation, i, trace.ts[i], trace.end[i])
         call.pass_ = BACKWARD if row.backward else FORWARD
         calls.append(call)
     return calls
 
 
+def _front(trace: Trace, row: int) -> int:
+    """SDPA's front op around its backend op, where there is one: the call is all it launched (a
+    mask converted and padded there, then the backend's kernel)."""
+    parent = _launching_op(trace, row)
+    return parent if parent is not None and trace.name[parent] == patterns.SDPA_FRONT else row
+
+
 def _eager_calls(trace: Trace, taken: list[Call]) -> list[Call]:
-    """A product, a softmax, a product: adjacent among a thread's outermost products and softmaxes
-    (those of calls already found left out), all three in one scope."""
+    """A product, a softmax, a product, told apart by data flow (attn.traces.scores) among a
+    thread's outermost products and softmaxes (those of calls already found left out), all three
+    in one scope."""
     ops = np.flatnonzero(trace.in_categories("cpu_op")).tolist()
     kinds = {i: k for i in ops if (k := _kind(trace.name[i]))}
     busy = set(kinds) | {c.row for c in taken}
@@ -156,19 +171,52 @@ def _eager_calls(trace: Trace, taken: list[Call]) -> list[Call]:
     by_thread: dict[int, list[int]] = {}  # one pass: ten thousand threads made this quadratic
     for i in outer:
         by_thread.setdefault(int(trace.thread[i]), []).append(i)
-    calls = []
-    for seq in by_thread.values():
-        for qk, softmax, pv in zip(seq, seq[1:], seq[2:], strict=False):
-            shape = (kinds[qk], kinds[softmax], kinds[pv])
-            scopes = {_scope(trace, r) for r in (qk, softmax, pv)}
-            in_backward = any(
-                trace.name[a].startswith(patterns.AUTOGRAD_NODE) for a in trace.ancestors(qk)
-            )  # a backward that recomputes attention eagerly: that backward's work, not a forward
-            if shape == ("product", "softmax", "product") and len(scopes) == 1 and not in_backward:
-                call = _found_call(trace, "eager", qk, trace.ts[qk], trace.end[pv])
-                call.compiled = _compiled(trace, softmax)
-                calls.append(call)
+    return [c for seq in by_thread.values() for c in _eager_in(trace, seq, kinds)]
+
+
+def _eager_in(trace: Trace, seq: list[int], kinds: dict[int, str]) -> list[Call]:
+    """The eager calls among one thread's outermost products and softmaxes, in order: each
+    softmax's Q.K^T sought among the products since the last call (or softmax), its P.V among
+    those before the next softmax."""
+    calls, since = [], 0
+    softmaxes = [i for i, r in enumerate(seq) if kinds[r] == "softmax"]
+    where = {r: i for i, r in enumerate(seq)}
+    for n, i in enumerate(softmaxes):
+        upto = softmaxes[n + 1] if n + 1 < len(softmaxes) else len(seq)
+        softmax, scope = seq[i], _scope(trace, seq[i])
+        before = [r for r in seq[since:i] if kinds[r] == "product"]
+        after = [r for r in seq[i + 1 : upto] if kinds[r] == "product"]
+        since = i + 1
+        shape = scores.softmax_input(trace, softmax)
+        qk, by = scores.pick_qk(trace, [r for r in before if _scope(trace, r) == scope], shape)
+        pv = scores.pick_pv(trace, [r for r in after if _scope(trace, r) == scope], shape, by)
+        if by == scores.BY_POSITION:  # as before shapes: the products next to the softmax
+            ok = 0 < i < len(seq) - 1 and (qk, pv) == (seq[i - 1], seq[i + 1])
+        else:
+            ok = qk is not None and pv is not None
+        if not ok or _in_backward(trace, qk):
+            continue
+        call = _found_call(trace, "eager", qk, trace.ts[qk], trace.end[pv])
+        call.compiled = _compiled(trace, softmax)
+        call.softmax, call.pv, call.qk_by = softmax, pv, by
+        between = outermost(trace, qk, trace.end[qk], trace.ts[pv])
+        call.terms = scores.extra_terms(trace, [r for r in between if r != softmax], shape)
+        since = where[pv] + 1
+        calls.append(call)
     return calls
+
+
+def _in_backward(trace: Trace, row: int) -> bool:
+    """Under an autograd node: a backward that recomputes attention eagerly is that backward's
+    work, not a forward."""
+    return any(trace.name[a].startswith(patterns.AUTOGRAD_NODE) for a in trace.ancestors(row))
+
+
+def outermost(trace: Trace, row: int, start: float, end: float) -> list[int]:
+    """The CPU ops on `row`'s thread within [start, end] that no other of them holds."""
+    rows = [r for r in inside(trace, row, start, end).tolist() if trace.cat[r] == "cpu_op"]
+    held = set(rows)
+    return [r for r in rows if not any(a in held for a in trace.ancestors(r))]
 
 
 def _sequence(args: dict) -> int | None:
@@ -431,12 +479,58 @@ def attention_rows(trace: Trace, calls: list[Call]) -> list[dict]:
                 "device_time_us_range": [min(per_call), max(per_call)] if on_device else None,
                 "share_of_device_time": sum(per_call) / total if on_device and total else None,
                 "kernels": list(dict.fromkeys(trace.name[d] for d in kernels)),
-            }
+            } | _work(trace, kind, on_device)
+            if implementation == "eager":
+                row |= _terms(trace, kind, on_device)
             if pass_ == BACKWARD:
                 row["linked_to_forward"] = sum(c.forward is not None for c in kind)
                 row["backward_forward_ratio"] = _ratio(trace, kind)
             rows.append(row)
     return rows
+
+
+def _work(trace: Trace, kind: list[Call], on_device: bool) -> dict:
+    """A kind's device work per call: its attention kernels' time, and the rest by kind (the
+    largest first), each with its kernels and time per call."""
+    if not on_device:
+        return {"attention_kernel_time_us_per_call": None, "other_work": None}
+    summed: dict[str, list[float]] = {}
+    for c in kind:
+        for what, (kernels, us) in work.breakdown(trace, c).items():
+            total = summed.setdefault(what, [0, 0.0])
+            total[0] += kernels
+            total[1] += us
+    n = len(kind)
+    attention = summed.pop(work.ATTENTION, [0, 0.0])
+    other = [
+        {"what": what, "kernels_per_call": k / n, "device_time_us_per_call": us / n}
+        for what, (k, us) in sorted(summed.items(), key=lambda item: -item[1][1])
+    ]
+    return {"attention_kernel_time_us_per_call": attention[1] / n, "other_work": other}
+
+
+def _terms(trace: Trace, kind: list[Call], on_device: bool) -> dict:
+    """Eager: how Q.K^T was told, and the extra terms on the score matrix per call (each op
+    with its device time), None where shapes were not recorded."""
+    by = {c.qk_by for c in kind}
+    found: dict[str, list[float]] = {}
+    for c in kind:
+        for r in c.terms:
+            total = found.setdefault(trace.name[r], [0, 0.0])
+            total[0] += 1
+            total[1] += sum(
+                float(trace.dur[d]) for d in launched(trace, r, trace.ts[r], trace.end[r])
+            )
+    n = len(kind)
+    terms = [  # on a GPU, the terms that launched work (a cast to the same dtype launches none)
+        {"op": op, "per_call": count / n, "device_time_us_per_call": us / n if on_device else None}
+        for op, (count, us) in found.items()
+        if us > 0 or not on_device
+    ]
+    return {
+        "qk_found_by": " and ".join(sorted(b for b in by if b)),
+        "extra_terms": None if by == {scores.BY_POSITION} else terms,
+    }
 
 
 def layout_kernels(trace: Trace) -> dict:

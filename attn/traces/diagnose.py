@@ -2,17 +2,24 @@
 
     python -m attn.profiling diagnose TRACE [--json OUT]
 
-Three modules do the work, each over one parsed trace: `calls` finds the attention calls and
-groups them into kinds of call, `findings` counts what to fix in them (one record per finding,
-beside its detector), and `report` prints the result. This module assembles the result: the
-trace's facts, its attention, the findings and what went unchecked, and what in the trace itself
-misleads (`trace_lint`).
+Modules do the work, each over one parsed trace: `calls` finds the attention calls (`scores` tells
+eager attention's products apart by data flow) and groups them into kinds of call, `work` says what
+each call's device work is, `findings` counts what to fix in them (one record per finding, beside
+its detector), and `report` prints the result. This module assembles the result: the
+trace's facts, its attention, the kernels no call explains (`work`), the findings and what went
+unchecked, and what in the trace itself misleads (`trace_lint`).
 """
 
 from __future__ import annotations
 
-from attn.traces import trace_lint
-from attn.traces.calls import attention_rows, find_calls, layout_kernels, trace_device_us
+from attn.traces import trace_lint, work
+from attn.traces.calls import (
+    Call,
+    attention_rows,
+    find_calls,
+    layout_kernels,
+    trace_device_us,
+)
 from attn.traces.findings import Teaching, findings
 from attn.traces.trace import Trace, device_name_of
 
@@ -20,7 +27,11 @@ from attn.traces.trace import Trace, device_name_of
 def diagnose(trace: Trace, teaching: Teaching = lambda kind: None) -> dict:
     """The report as data: the trace's facts, its attention, the findings and what went unchecked;
     `teaching` names the chapter that teaches a finding's fix (attn.specs.chapter_teaching)."""
-    calls = find_calls(trace)
+    return diagnosis_of(trace, find_calls(trace), teaching)
+
+
+def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = lambda kind: None) -> dict:
+    """diagnose's result for calls already found (the public traces' claims read the calls too)."""
     found, unchecked = findings(trace, calls, teaching)
     rows = attention_rows(trace, calls)
     shares = [r["share_of_device_time"] for r in rows if r["share_of_device_time"] is not None]
@@ -35,6 +46,7 @@ def diagnose(trace: Trace, teaching: Teaching = lambda kind: None) -> dict:
         "attention": rows,
         "attention_share_of_device_time": sum(shares) if shares else None,
         "layout_kernels": layout_kernels(trace),
+        "unattributed": work.unattributed(trace, calls),
         "findings": found,
         "not_checked": unchecked,
         "lint": trace_lint.lint(trace),

@@ -25,6 +25,7 @@ FLEX_KERNEL = r"^triton_tem_fused(\w*_flex_\w+|_\d+)$"  # Inductor's template; o
 FLEX_CPU_KERNEL = r"^graph_\d+_kernel$"  # the same template in C++, on a CPU
 OUR_CUDA_KERNEL = r"^(void )?(attn::)?flash_fwd_kernel\b"
 OUR_TRITON_KERNEL = r"^_attn_fwd\b"
+TUTORIAL_KERNEL = r"^_attn_fwd\w*$|^_fwd_kernel\w*$"  # Triton's tutorial names its kernel so
 # Inductor's generated code, and the ranges it runs in: a call inside them was compiled.
 GENERATED = r"^(graph_\d+_)?(cpp|triton)_\w+|" + FLEX_CPU_KERNEL
 ANY_COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph)"
@@ -127,6 +128,10 @@ ROWS: tuple[Row, ...] = (
     Row(r"FlashAttnBwd|^(void )?flash::\w*bwd", "custom", "the flash-attn package, backward", helper=True, backward=True),
     Row(r"^attn::\w*backward", "custom", "this project's custom op, backward", backward=True),
     Row(r"(?i)^(void )?\w+::\w*(attention|attn)\w*_(backward|bwd)", "custom", "a custom op, backward", backward=True),
+    # Triton's fused-attention tutorial and what derives from it: a preprocess starts the call.
+    Row(r"^_(attn_)?bwd_preprocess\w*$", "custom", "a Triton attention kernel from Triton's tutorial, backward", backward=True),
+    Row(r"^_attn_bwd\w*$|^_bwd_kernel\w*$", "custom", "a Triton attention kernel from Triton's tutorial, backward", helper=True, backward=True),
+    Row(r"FmhaBwd\w*Kernel|^(void )?\w*fmha_(v\d_)?bwd", "custom", "a fused multi-head attention kernel, backward (AMD's composable kernel, aiter)", backward=True),
     # SDPA's backend ops say which backend ran, on any device.
     Row(r"^aten::_scaled_dot_product_flash_attention(_for_cpu)?$", sdpa("flash"), "SDPA's flash backend"),
     Row(r"^aten::_scaled_dot_product_efficient_attention$", sdpa("efficient"), "SDPA's memory-efficient backend"),
@@ -137,7 +142,7 @@ ROWS: tuple[Row, ...] = (
     Row(r"^(void )?pytorch_flash::flash_fwd_splitkv_combine", sdpa("flash"), "FlashAttention-2 in PyTorch, split-KV combine", helper=True),
     Row(FLASH_KERNEL, sdpa("flash"), "FlashAttention-2 as built into PyTorch"),
     Row(CUTLASS_KERNEL, sdpa("efficient"), "xformers' fused CUTLASS kernel"),
-    Row(CUDNN_KERNEL, sdpa("cudnn"), "a kernel cuDNN generated for SDPA"),
+    Row(CUDNN_KERNEL, sdpa("cudnn"), "a kernel cuDNN generated for SDPA (or for TransformerEngine, cuDNN's frontend)"),
     Row(AOTRITON_KERNEL, sdpa("flash"), "AOTriton's kernel: SDPA's flash backend on ROCm"),
     # FlexAttention, compiled by Inductor.
     Row(FLEX_KERNEL, "flex", "FlexAttention's Triton template kernel"),
@@ -156,16 +161,26 @@ ROWS: tuple[Row, ...] = (
     Row(r"^_fwd_kernel_stage2$", "paged", "Triton decode attention, its reduce", helper=True),
     Row(r"^_fwd_(grouped_)?kernel_stage1$", "paged", "Triton decode attention (SGLang, vLLM)"),
     Row(r"MergeStates", "paged", "FlashInfer merging split-KV partial results", helper=True),
-    Row(r"(Batch|Single)(Decode|Prefill)With\w*KVCache", "paged", "FlashInfer's attention"),
+    Row(r"(Batch|Single)(Decode|Prefill)With\w*KVCache|BatchMLAPagedAttention|BatchPOD\w*KVCache", "paged", "FlashInfer's attention"),
     Row(r"^fmhaSm\d+\w*PagedKv", "paged", "TensorRT-LLM's paged attention (through FlashInfer)"),
     Row(r"PagedKVCache", "paged", "a paged-KV attention kernel (AMD's composable kernel)"),
     Row(r"^(vllm|sglang\w*)::\w*attention", "paged", "a serving engine's attention op"),
     # Quantised attention: SageAttention (AMD's aiter, Triton) quantises Q and K, then attends.
     Row(r"^sage_quant", "quantised", "SageAttention's quantise, which starts a call"),
     Row(r"^sage_fwd", "quantised", "SageAttention's quantised attention", helper=True),
+    # Triton's fused-attention tutorial, and the kernels derived from it that keep its names
+    # (LightLLM's, vLLM's prefix prefill, SGLang's extend, xformers' split-K decode): their names
+    # say neither flash nor attention. The decode kernels' stages are matched above them, as paged.
+    Row(r"^_splitK_reduce\w*$", "custom", "xformers' Triton split-K attention, its reduce", helper=True),
+    Row(TUTORIAL_KERNEL, "custom", "a Triton attention kernel derived from Triton's fused-attention tutorial"),
     # FlashAttention's own package, and anyone else's attention op.
     Row(r"^(void )?flash::flash_fwd_splitkv_combine", "custom", "the flash-attn package, split-KV combine", helper=True),
     Row(r"^(void )?flash::|FlashAttnFwdSm\d+", "custom", "the flash-attn package's kernels"),
+    # Vendors' fused attention: TransformerEngine's, TensorRT's fmha_v2, AMD's composable kernel
+    # and aiter, xformers' own ops.
+    Row(r"(?i)fused_attn", "custom", "TransformerEngine's fused attention"),
+    Row(r"^(void )?(fmha_v2_|fused_multihead_attention)|^fmhaSm\d+\w*Kernel", "custom", "TensorRT's fused multi-head attention (fmha_v2, TensorRT-LLM)"),
+    Row(r"Fmha(Fwd|BatchPrefill)\w*Kernel|^(void )?\w*fmha_(v\d_)?fwd", "custom", "a fused multi-head attention kernel (AMD's composable kernel, aiter)"),
     Row(r"^(?!aten::)\w+::\w*(attention|attn)", "custom", "a custom op"),
 )
 # fmt: on
@@ -205,3 +220,51 @@ MASKED_FILL = "aten::masked_fill"  # out of place: masked_fill_ is the in-place 
 EXPAND = "aten::expand"  # made contiguous after, a repeat of K and V
 MATMUL = "aten::matmul"  # broadcasts K and V over the heads, and copies them to do it
 MASK_OPS = ("aten::tril", "aten::triu")  # a causal mask, built
+
+# A call's device work, besides its attention kernels. SDPA's front op runs around its backend op:
+# it converts and pads an attention mask there (the memory-efficient kernel takes a last dimension
+# that is a multiple of MASK_ALIGNMENT, so SDPA pads any other, in every call).
+SDPA_FRONT = "aten::scaled_dot_product_attention"
+MASK_ALIGNMENT = 16
+PAD_OPS = r"^aten::(constant_pad_nd|pad|_pad_enum|_pad_circular|(reflection|replication)_pad\w*)$"
+# The rest of a call's device work, by what launched it (the op outermost in the call first, then
+# the ops inside it, then the kernel's own name): the first kind whose pattern is found wins.
+OTHER_WORK: tuple[tuple[str, str], ...] = (
+    ("padding", PAD_OPS),
+    ("KV-cache writes", r"(?i)reshape_and_cache|store_kvcache|concat_and_cache"),
+    (
+        "mask work",
+        r"^aten::(tril|triu|masked_fill_?|where|logical_\w+|bitwise_\w+|eq|ne|lt|gt|le|ge"
+        r"|arange)$|^(?!aten::)(?i:.*(tril|triu|masked_fill|bitwise|logical_))",
+    ),
+    (
+        "fills",
+        r"^aten::(fill_|zero_|zeros(_like)?|ones(_like)?|full(_like)?|new_\w+|empty\w*)$"
+        r"|^(?!aten::)(?i:.*fill)|^Memset",
+    ),
+    (
+        "copies",
+        r"^aten::(copy_|clone|contiguous|_to_copy|to|type_as|cat|stack|repeat\w*|index_select"
+        r"|gather)$|^(?!aten::)(?i:.*(copy|catarray))|^Memcpy",
+    ),
+)
+SCORE_TERMS = "score terms"  # eager: ops on the score matrix between Q.K^T and P.V
+# Ops that take a tensor only for its dtype and device (new_ones(size)): not work on its data.
+NEW_FROM_OPTIONS = r"^aten::new_"
+# Ops that make a tensor of a size they are given (recorded among the concrete inputs, with the
+# dtype as a number: c10::ScalarType's, spelled here as "Input type" spells it).
+FACTORY_OPS = r"^aten::(zeros|ones|full|empty|rand\w*|new_(zeros|ones|full|empty))$"
+SCALAR_TYPES = {"3": "int", "4": "long int", "5": "c10::Half", "6": "float", "7": "double",
+                "11": "bool", "15": "c10::BFloat16"}  # fmt: skip
+MAYBE_NO_OP = ("aten::to", "aten::type_as", CONTIGUOUS)  # return their input when nothing to do
+# A call's dtype where shapes were not recorded: the first dtype its attention kernel's name says.
+KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
+    ("bfloat16", r"bf16|bfloat16"),
+    ("float16", r"fp16|f16|half"),
+    ("float8", r"fp8|float8|e4m3|e5m2"),
+    ("float32", r"fp32|f32|float32|\bfloat\b|sgemm"),
+)
+# Runtime calls that block the CPU until the device is done: a synchronize, and a copy to or from
+# pageable host memory (an .item(), a .cpu(), a tensor built on the CPU and sent every call).
+HOST_COPY = r"^(cuda|hip)Memcpy(Async|WithStream)?$|^cuMemcpy"
+BLOCKING_MEMCPY = r"DtoH|Pageable"

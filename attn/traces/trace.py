@@ -412,6 +412,14 @@ class Trace:
         """The host rows of `row`'s thread, in start order."""
         return self._by_thread[int(self.thread[row])][0]
 
+    def thread_within(self, row: int, start: float, end: float) -> np.ndarray:
+        """The host rows of `row`'s thread that start and end within [start, end], found by binary
+        search in the thread's start times (not a pass over the thread per question)."""
+        rows, starts = self._by_thread[int(self.thread[row])]
+        lo, hi = np.searchsorted(starts, [start - EPS_US, end + EPS_US])
+        rows = rows[lo:hi]
+        return rows[self.end[rows] <= end + EPS_US]
+
     def row_at(self, pid: str, tid: str, ts: float) -> int | None:
         """The host row that starts at `ts` on thread (pid, tid), spelled as text, the outermost if
         several: where a flow event (fwdbwd, ac2g) ends."""

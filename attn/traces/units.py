@@ -9,6 +9,9 @@ DTYPE_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 PROFILER_DTYPES = {"double": "float64", "float": "float32", "c10::BFloat16": "bfloat16",
                    "c10::Half": "float16"}  # fmt: skip
 ELEMENT_BYTES = {name: DTYPE_BYTES[dtype] for name, dtype in PROFILER_DTYPES.items()}
+# Every "Input type" a mask, a bias or an index is recorded with, too.
+RECORDED_BYTES = ELEMENT_BYTES | {"bool": 1, "long int": 8, "int": 4, "unsigned char": 1,
+                                  "signed char": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}  # fmt: skip
 
 
 def time_text(us: float, digits: int = 2) -> str:

@@ -349,6 +349,8 @@ def public_diagnosis(page: Page, folder: str, data: dict) -> str:
             f"Attention takes {data['attention_share_of_device_time']:.0%} of the trace's device "
             "time (its kernels, copies and fills, summed)."
         )
+    if data.get("unattributed"):
+        text.append(public_unattributed(data["unattributed"]))
     text.append(public_findings(page, data))
     if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
         text.append(public_viewer(page, folder, data))
@@ -389,13 +391,32 @@ def public_attention(calls: list[dict]) -> str:
             lo, hi = r["device_time_us_range"]
             spread = f" ({time_text(lo)}–{time_text(hi)})" if hi > 1.05 * lo else ""
             share = f"{r['share_of_device_time']:.0%} of device time"
-            cost = " · ".join(x for x in (cost, time_text(t) + spread, share) if x)
+            own = r.get("attention_kernel_time_us_per_call")
+            own = f"attention kernels {time_text(own)}" if r.get("other_work") else None
+            cost = " · ".join(x for x in (cost, time_text(t) + spread, own, share) if x)
         notes = [r["pass"]] + (["compiled"] if r["compiled"] else [])
         name = f"{md.code(r['implementation'])}<br><small>{md.text(', '.join(notes))}</small>"
         shapes = f"<br><small>{md.text(r['shapes'])}</small>" if r.get("shapes") else ""
         rows.append(table_row([name, md.text(r["where"]) + shapes, count_text(r["calls"]), cost]))
     head = table_head(["implementation", "where", "calls", "per call"], 2)
     return "**What `diagnose` finds:**\n\n" + "\n".join([*head, *rows])
+
+
+def public_unattributed(kernels: list[dict], shown: int = 3) -> str:
+    """The largest kernels no attention row holds (each over 1% of device time): what the rest
+    of the trace is, and what diagnose did not explain."""
+    short = lambda name: name if len(name) <= 60 else f"{name[:44]}…{name[-15:]}"  # noqa: E731
+    items = [
+        f"{k['share']:.0%} {md.code(short(k['name']))} ({count_text(k['calls'])} "
+        f"call{'' if k['calls'] == 1 else 's'}"
+        + (f", under {md.code(k['launched_by'])})" if k.get("launched_by") else ")")
+        for k in kernels[:shown]
+    ]
+    more = f", and {len(kernels) - shown} more" if len(kernels) > shown else ""
+    return (
+        "Outside the attention, the kernels with the most device time (each over 1%, which no row "
+        f"above explains): {'; '.join(items)}{more}."
+    )
 
 
 def public_findings(page: Page, data: dict) -> str:
