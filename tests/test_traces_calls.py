@@ -93,6 +93,32 @@ REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kern
         ("eager", "forward", False, "nn.Module: Owlv2Attention", 120, 3),
         ("eager", "forward", False, "nn.Module: Owlv2Attention", 60, 5),
     ],
+    "tracelens-h100-vit-nsfw-fwd": [
+        ("sdpa_flash", "forward", False, "nn.Module: ViTSdpaSelfAttention", 12, 1),
+    ],
+    "tracelens-mi300x-qwen1.5-0.5b-fwd": [  # the front op also fills (AOTriton); 11 launches lost
+        ("sdpa_flash", "forward", False, "nn.Module: Qwen2Attention", 24, 2),
+        ("sdpa_flash", "forward", False, "kernels whose launch is not in the trace", 11, 1),
+    ],
+    "tracelens-mi300x-sglang-qwen3-prefilldecode": [
+        ("paged", "forward", False, "nn.Module: RadixAttention", 36, 1),
+    ],
+    "nanovllm-rtx4080laptop-attn-decode": [  # a CPU-side eager attention ([8, 2, 17] scores, no
+        # kernel) beside flash-attn's split-KV decode on the GPU
+        ("eager", "forward", False, "nn.Module: Attention", 1, 0),
+        ("custom", "forward", False, "nn.Module: Attention", 1, 2),
+    ],
+    "tracelens-mi300x-vllm-piecewise-prefilldecode": [  # one step's range: vLLM names it
+        (
+            "paged",
+            "forward",
+            False,
+            "execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37"
+            "(sq37sk34489sqsq37sqsk34489)",
+            24,
+            1,
+        ),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -133,6 +159,8 @@ INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, ker
     "tracelens-h100-bert-small-sdpa-flash": op_calls(SDPA),
     "tracelens-mi300x-bert-small-sdpa-flash": op_calls(SDPA),
     "tracelens-h100-qwen1.5-sdpa-flash": op_calls(SDPA),
+    "tracelens-h100-vit-nsfw-fwd": op_calls(SDPA),
+    "tracelens-mi300x-qwen1.5-0.5b-fwd": op_calls(SDPA),
     "tracelens-mi300x-compiled-sdpa": op_calls(FLASH),  # Inductor calls the backend op itself
     "tracelens-h100-timesformer-eager-softmax": eager_calls("TimesformerSelfAttention"),
     "switchtransformers-a100-eager-mqa-fp32": eager_calls("MultiQueryAttention"),

@@ -62,6 +62,17 @@ EXPLAINED = {  # folder -> the device events of its attention calls, counted fro
         + count.kernel_events(t, "^sage_")
     ),
     "tracelens-mi300x-sglang-decode-graph": lambda t: count.kernel_events(t, "paged_attention"),
+    "tracelens-h100-vit-nsfw-fwd": lambda t: _device(count.op_call_events(t, SDPA)),
+    "tracelens-mi300x-qwen1.5-0.5b-fwd": lambda t: (
+        _device(count.op_call_events(t, SDPA)) + count.kernel_events(t, "^attn_fwd$")
+    ),
+    "tracelens-mi300x-sglang-qwen3-prefilldecode": lambda t: count.kernel_events(
+        t, "FmhaBatchPrefillWithPagedKVCache"
+    ),
+    "nanovllm-rtx4080laptop-attn-decode": lambda t: count.kernel_events(t, "^void flash::"),
+    "tracelens-mi300x-vllm-piecewise-prefilldecode": lambda t: count.kernel_events(
+        t, "^kernel_unified_attention"
+    ),
     "tracelens-mi300-vllm-decode-graph": lambda t: count.kernel_events(
         t, "^kernel_unified_attention|^reduce_segments$"
     ),
