@@ -23,6 +23,9 @@ from attn.traces.calls import (
 from attn.traces.findings import Teaching, findings
 from attn.traces.trace import Trace, device_name_of
 
+# The version of the result's fields (`diagnose --json`): raised when a field changes meaning or goes.
+DIAGNOSIS_SCHEMA = 1
+
 
 def diagnose(trace: Trace, teaching: Teaching = lambda kind: None) -> dict:
     """The report as data: the trace's facts, its attention, the findings and what went unchecked;
@@ -36,6 +39,7 @@ def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = lambda ki
     rows = attention_rows(trace, calls)
     shares = [r["share_of_device_time"] for r in rows if r["share_of_device_time"] is not None]
     return {
+        "schema": DIAGNOSIS_SCHEMA,
         "trace": {
             "device_name": device_name_of(trace.raw),
             "cpu_ops": "cpu_op" in trace.cat,
