@@ -74,10 +74,11 @@ constexpr int64_t kKeyBlock = 64;
 // Scores are computed kStrip rows at a time and turned into probabilities at once: 16 rows of
 // kBlockKV fp32 scores (32 KB) stay in L1 between the two. (oneDNN's brgemm wrote a whole
 // 128 x 512 score tile, 256 KB, at about half the rate of 16-row strips.)
-constexpr int64_t kStrip = 16;
+constexpr int64_t kStrip = 16;  // one lane per row in softmax_rows' vectors
 
-// One thread's scratch: the head's K^T and V packed, a tile's scores S (fp32) and probabilities
-// P (bf16), the output accumulator and the running max and sum per row. At most about 4 MB.
+// One thread's scratch: the head's K^T and V packed, a strip's scores S (fp32), a tile's
+// probabilities P (bf16), the output accumulator, and per row the running max and sum and the
+// factor of the last update. At most about 4 MB.
 struct Scratch {
   explicit Scratch(const Problem<bf16>& p)
       : keys(round_up(p.seq_k, kKeyBlock)),
@@ -90,12 +91,13 @@ struct Scratch {
         probs(tiles::buffer<bf16>(kBlockQ * kBlockKV)),
         acc(tiles::buffer<float>(kBlockQ * p.head_dim)),
         m(tiles::buffer<float>(kBlockQ)),
-        l(tiles::buffer<float>(kBlockQ)) {}
+        l(tiles::buffer<float>(kBlockQ)),
+        alpha(tiles::buffer<float>(kBlockQ)) {}
   int64_t keys, ld_kt;  // keys padded to kKeyBlock; K^T's leading dimension, in pairs
   tiles::Buffer<bf16> kt, v;
   tiles::Buffer<float> s;
   tiles::Buffer<bf16> probs;
-  tiles::Buffer<float> acc, m, l;
+  tiles::Buffer<float> acc, m, l, alpha;
   int64_t head = -1;  // which (batch, head) kt and v hold
 };
 
@@ -237,8 +239,6 @@ ATTN_BF16_INLINE void gemm(int64_t m, int64_t n, int64_t k, const bf16* a, int64
   }
 }
 
-ATTN_BF16_INLINE float hmax(__m512 x) { return _mm512_reduce_max_ps(x); }
-
 // 2^t for t <= 0, lane by lane: 2^n for n = round(t) from the exponent (vscalefps), times 2^f for
 // the remainder |f| <= 1/2 by a degree-3 polynomial fitted to it (relative error 8e-5: P is then
 // rounded to bf16, 2e-3). Adding 1.5 * 2^23 rounds t to an integer (two additions, where
@@ -255,27 +255,53 @@ ATTN_BF16_INLINE __m512 exp2_lanes(__m512 t) {
   return _mm512_scalef_ps(p, n);
 }
 
-// The largest scale * s[j] over j < visible: scale times the row's max (or, for a negative scale,
-// its min), so the pass over the row is one compare per vector.
-ATTN_BF16_INLINE float scaled_max(const float* s, int64_t visible, float scale) {
+// Lane-wise max, min and sum, as functions of the target ISA (a lambda would not inherit it).
+struct Max {
+  ATTN_BF16_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_max_ps(a, b); }
+};
+struct Min {
+  ATTN_BF16_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_min_ps(a, b); }
+};
+struct Add {
+  ATTN_BF16_INLINE __m512 operator()(__m512 a, __m512 b) const { return _mm512_add_ps(a, b); }
+};
+
+// Lane r: x[r]'s 16 lanes combined by op (max, min or add), for 16 vectors at once: a tree of
+// shuffles, about 3 instructions a row where a horizontal reduction per row takes 8 in a chain.
+template <typename Op>
+ATTN_BF16_INLINE __m512 reduce_rows(const __m512 x[16], Op op) {
+  __m512 w[8], u[4], y[2];
+  for (int i = 0; i < 8; ++i)  // 256-bit halves: w[i] = rows 2i, 2i + 1, 8 lanes each
+    w[i] = op(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x44),
+              _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xee));
+  for (int i = 0; i < 4; ++i)  // 128-bit blocks: u[i] = rows 4i .. 4i + 3, 4 lanes each
+    u[i] = op(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88),
+              _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xdd));
+  for (int i = 0; i < 2; ++i)  // within blocks: block k of y[i] = rows 8i + k, 8i + 4 + k
+    y[i] = op(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0x88),
+              _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0xdd));
+  // Lane 4k + q now holds row 4q + k: put row r in lane r.
+  const __m512 z = op(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xdd));
+  const __m512i order =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, z);
+}
+
+// Lane by lane, the max (Pick = Max) or min (Min) of s[0, visible): its horizontal reduction is
+// left to reduce_rows. For a negative scale the row's largest scale * s is scale times its min.
+template <typename Pick>
+ATTN_BF16_INLINE __m512 row_extreme(const float* s, int64_t visible, __m512 start) {
+  const Pick pick;
   const int64_t full = visible - visible % 16;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (visible - full)) - 1);
-  const bool up = scale >= 0.f;
-  const __m512 start = _mm512_set1_ps(up ? -tiles::kInf : tiles::kInf);
   __m512 x0 = start, x1 = start;
   int64_t j = 0;
   for (; j + 32 <= full; j += 32) {  // two chains: compares in flight while loads arrive
-    const __m512 a = _mm512_loadu_ps(s + j), b = _mm512_loadu_ps(s + j + 16);
-    x0 = up ? _mm512_max_ps(x0, a) : _mm512_min_ps(x0, a);
-    x1 = up ? _mm512_max_ps(x1, b) : _mm512_min_ps(x1, b);
+    x0 = pick(x0, _mm512_loadu_ps(s + j));
+    x1 = pick(x1, _mm512_loadu_ps(s + j + 16));
   }
-  for (; j < full; j += 16) {
-    const __m512 a = _mm512_loadu_ps(s + j);
-    x0 = up ? _mm512_max_ps(x0, a) : _mm512_min_ps(x0, a);
-  }
-  const __m512 last = _mm512_mask_loadu_ps(start, tail, s + full);
-  x0 = up ? _mm512_max_ps(_mm512_max_ps(x0, x1), last) : _mm512_min_ps(_mm512_min_ps(x0, x1), last);
-  return scale * (up ? hmax(x0) : _mm512_reduce_min_ps(x0));
+  if (j < full) x0 = pick(x0, _mm512_loadu_ps(s + j));
+  const auto tail = static_cast<__mmask16>((1u << (visible - full)) - 1);
+  return pick(pick(x0, x1), _mm512_mask_loadu_ps(start, tail, s + full));
 }
 
 // p[from, width) = 0, from and width multiples of 16: vector stores, no call (and its spills).
@@ -284,18 +310,10 @@ ATTN_BF16_INLINE void zero_tail(bf16* p, int64_t from, int64_t width) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), _mm256_setzero_si256());
 }
 
-// One row of the score tile, as online_softmax_row in flash_attention_cpu.cpp: p[j] =
-// exp(scale * s[j] - m_new) in bf16 for j < visible, zeros up to width; updates the running max m
-// and sum l and returns alpha = exp(m_old - m_new).
-ATTN_BF16_INLINE float softmax_row(const float* s, bf16* p, int64_t width, int64_t visible,
-                                   float scale, float& m, float& l) {
-  if (visible <= 0) {
-    zero_tail(p, 0, width);
-    return 1.f;
-  }
-  const float m_new = std::max(m, scaled_max(s, visible, scale));
-  const __m512 scale2 = _mm512_set1_ps(scale * tiles::kLog2e);
-  const __m512 m2 = _mm512_set1_ps(m_new * tiles::kLog2e);
+// p[j] = 2^(s[j] * scale2 - m2) in bf16 for j < visible, zeros up to width; returns the sums of
+// the values written, lane by lane.
+ATTN_BF16_INLINE __m512 exp_row(const float* s, bf16* p, int64_t width, int64_t visible,
+                                __m512 scale2, __m512 m2) {
   __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
   const int64_t full = visible - visible % 16;
   auto* out = reinterpret_cast<__m256i*>(p);
@@ -305,8 +323,8 @@ ATTN_BF16_INLINE float softmax_row(const float* s, bf16* p, int64_t width, int64
     const __m512 e1 = exp2_lanes(_mm512_fmsub_ps(_mm512_loadu_ps(s + j + 16), scale2, m2));
     sum0 = _mm512_add_ps(sum0, e0);
     sum1 = _mm512_add_ps(sum1, e1);
-    _mm256_storeu_si256(out + j / 16, (__m256i)_mm512_cvtneps_pbh(e0));
-    _mm256_storeu_si256(out + j / 16 + 1, (__m256i)_mm512_cvtneps_pbh(e1));
+    // One conversion of 32 lanes, e0's in the low half: half the conversions and stores.
+    _mm512_storeu_si512(p + j, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
   }
   for (; j < visible; j += 16) {  // the last full vector, then the tail under a mask
     const __mmask16 lanes =
@@ -317,11 +335,56 @@ ATTN_BF16_INLINE float softmax_row(const float* s, bf16* p, int64_t width, int64
     _mm256_storeu_si256(out + j / 16, (__m256i)_mm512_cvtneps_pbh(e));  // zeros past visible
   }
   zero_tail(p, j, width);  // hidden keys and padding weigh nothing in P @ V
-  // exp(m - m_new), inline: about 0 (2^-125) on the first tile, where m = -inf.
-  const float alpha = _mm512_cvtss_f32(exp2_lanes(_mm512_set1_ps((m - m_new) * tiles::kLog2e)));
-  m = m_new;
-  l = l * alpha + _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
-  return alpha;
+  return _mm512_add_ps(sum0, sum1);
+}
+
+// The online softmax of up to 16 rows of the score tile, as online_softmax_row in
+// flash_attention_cpu.cpp does one row: row r's scores s + r * kBlockKV, of which the first
+// visible[r] count, become p + r * kBlockKV = exp(scale * s - m_new) in bf16 (zeros past visible,
+// up to width). m and l, the rows' running max and sum, are updated, and alpha[r] = exp(m_old -
+// m_new) is what row r's accumulated output must be scaled by. The rows' maxima, sums and alphas
+// are vectors of 16 lanes, one per row, rather than a scalar chain per row.
+ATTN_BF16_INLINE void softmax_rows(const float* s, bf16* p, int64_t rows, int64_t width,
+                                   const int64_t* visible, float scale, float* m, float* l,
+                                   float* alpha) {
+  const bool up = scale >= 0.f;
+  const __m512 start = _mm512_set1_ps(up ? -tiles::kInf : tiles::kInf);
+  __mmask16 live = 0;  // rows that exist and see at least one key
+  __m512 part[16];
+  for (int64_t r = 0; r < 16; ++r) {
+    const bool seen = r < rows && visible[r] > 0;
+    live |= static_cast<__mmask16>(seen ? 1u << r : 0u);
+    const float* row = s + r * kBlockKV;
+    part[r] = !seen ? start
+              : up  ? row_extreme<Max>(row, visible[r], start)
+                    : row_extreme<Min>(row, visible[r], start);
+  }
+  const __m512 extreme = up ? reduce_rows(part, Max()) : reduce_rows(part, Min());
+  const auto in_strip = static_cast<__mmask16>((1u << rows) - 1);
+  const __m512 m_old = _mm512_mask_loadu_ps(_mm512_set1_ps(-tiles::kInf), in_strip, m);
+  const __m512 log2e = _mm512_set1_ps(tiles::kLog2e);
+  // Rows that see nothing keep their max (and get alpha 1 below).
+  const __m512 row_max = _mm512_mul_ps(extreme, _mm512_set1_ps(scale));
+  const __m512 m_new = _mm512_mask_max_ps(m_old, live, m_old, row_max);
+  const __m512 m2 = _mm512_mul_ps(m_new, log2e), scale2 = _mm512_set1_ps(scale * tiles::kLog2e);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (visible[r] > 0) {
+      const __m512 m2_row = _mm512_permutexvar_ps(_mm512_set1_epi32(static_cast<int>(r)), m2);
+      part[r] = exp_row(s + r * kBlockKV, p + r * kBlockKV, width, visible[r], scale2, m2_row);
+    } else {
+      zero_tail(p + r * kBlockKV, 0, width);
+      part[r] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t r = rows; r < 16; ++r) part[r] = _mm512_setzero_ps();
+  const __m512 sums = reduce_rows(part, Add());
+  // exp(m_old - m_new): about 0 (2^-125) on a row's first keys, where m_old = -inf.
+  const __m512 factor = _mm512_mask_mov_ps(
+      _mm512_set1_ps(1.f), live, exp2_lanes(_mm512_mul_ps(_mm512_sub_ps(m_old, m_new), log2e)));
+  const __m512 l_old = _mm512_maskz_loadu_ps(in_strip, l);
+  _mm512_mask_storeu_ps(m, in_strip, m_new);
+  _mm512_mask_storeu_ps(l, in_strip, _mm512_fmadd_ps(l_old, factor, sums));
+  _mm512_mask_storeu_ps(alpha, in_strip, factor);
 }
 
 // x[0, d) *= factor, d a multiple of 16.
@@ -338,6 +401,7 @@ ATTN_BF16_ISA void attend_tile(const Problem<bf16>& p, int64_t bh, int64_t i0, S
   const bf16* q = p.q + b * p.q_sb + h * p.q_sh + i0 * p.q_ss;  // read in place
   bf16* out = p.out + (bh * p.seq_q + i0) * d;
   float *s = w.s.get(), *acc = w.acc.get(), *m = w.m.get(), *l = w.l.get();
+  float* alpha = w.alpha.get();
   bf16* probs = w.probs.get();
   const int64_t rows = std::min(kBlockQ, p.seq_q - i0);
   const int64_t kv_end = p.causal ? std::min(p.seq_k, i0 + rows) : p.seq_k;
@@ -353,12 +417,15 @@ ATTN_BF16_ISA void attend_tile(const Problem<bf16>& p, int64_t bh, int64_t i0, S
       const int64_t strip = std::min(kStrip, rows - r0);
       gemm<kPath>(strip, width, d, q + r0 * p.q_ss, p.q_ss, w.kt.get() + 2 * j0, w.ld_kt, s,
                   kBlockKV, false);
-      for (int64_t r = r0; r < r0 + strip; ++r) {
-        const int64_t visible = p.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
-        const float alpha = softmax_row(s + (r - r0) * kBlockKV, probs + r * kBlockKV, width,
-                                        visible, p.scale, m[r], l[r]);
-        if (j0 > 0 && alpha != 1.f) scale_row(acc + r * d, d, alpha);
-      }
+      int64_t visible[kStrip];
+      for (int64_t r = 0; r < strip; ++r)  // keys row r0 + r may see in this tile
+        visible[r] = p.causal ? std::clamp<int64_t>(i0 + r0 + r + 1 - j0, 0, cols) : cols;
+      softmax_rows(s, probs + r0 * kBlockKV, strip, width, visible, p.scale, m + r0, l + r0,
+                   alpha + r0);
+    }
+    if (j0 > 0) {  // a larger max means what was accumulated so far is too big by alpha
+      for (int64_t r = 0; r < rows; ++r)
+        if (alpha[r] != 1.f) scale_row(acc + r * d, d, alpha[r]);
     }
     // acc (+)= P @ V_tile: [rows, width] x [width, d]; the first KV tile overwrites acc.
     gemm<kPath>(rows, d, width, probs, kBlockKV, w.v.get() + j0 * d, d, acc, d, j0 > 0);
