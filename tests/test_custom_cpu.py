@@ -123,6 +123,12 @@ def test_bf16_takes_the_best_path_the_cpu_offers_where_the_shape_fits(monkeypatc
     assert ops.cpu_bf16_path(64, 17000) == "fp32"  # a head's K and V too large to keep packed
 
 
+def test_the_variant_says_how_it_multiplies_its_tiles(variant, monkeypatch):
+    monkeypatch.delenv("ATTN_CPU_BF16_PATH", raising=False)
+    assert variant.tile_products(torch.float32, 64, 2048) == "fp32"
+    assert variant.tile_products(torch.bfloat16, 64, 2048) == OFFERED[0]
+
+
 @pytest.mark.parametrize("path", ["amx", "avx512_bf16", "fp32"])
 def test_each_bf16_path_is_as_accurate_as_sdpa(variant, monkeypatch, path):
     """Max error against float64 over the grid no worse than SDPA's, on each path."""

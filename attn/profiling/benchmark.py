@@ -113,15 +113,10 @@ def contender_rates(device: str, peaks: dict, dtype: str, console: Console) -> d
     }  # fmt: skip
 
 
-def custom_cpu_path(name: str, dtype: str, head_dim: int, seq: int) -> dict:
-    """On custom_cpu's rows, how it multiplied its tiles: the bf16 path it took, or fp32."""
-    if name != "custom_cpu":
-        return {}
-    if dtype != "bfloat16":
-        return {"path": "fp32"}
-    from attn.custom_ops import load_ops
-
-    return {"path": load_ops().cpu_bf16_path(head_dim, seq)}
+def tile_products(variant, dtype: str, head_dim: int, seq: int) -> dict:
+    """On the rows of a kernel that says how it multiplies its tiles (custom_cpu), that path."""
+    says = getattr(variant, "tile_products", None)
+    return {"path": says(DTYPES[dtype], head_dim, seq)} if says else {}
 
 
 def run(
@@ -168,7 +163,8 @@ def run(
                             "seq": seq, "head_dim": head_dim, "is_causal": is_causal,
                             "dtype": dtype, "time_us": row.pop("median_us"), **row,
                             "tflops": significant(tflops), "peak_share": share(tflops, peak),
-                            **shared, **isa, **custom_cpu_path(name, dtype, head_dim, seq),
+                            **shared, **isa,
+                            **tile_products(contenders[name], dtype, head_dim, seq),
                         })  # fmt: skip
                     del q, k, v
     return rows
