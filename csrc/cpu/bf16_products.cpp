@@ -6,7 +6,8 @@
 //    bf16 GEMM is the BLAS's, which converts and repacks both operands on every call).
 // Both read K^T and V packed once per head in the layout both instructions want, pairs of rows
 // interleaved ("VNNI"), so one packing serves both. The softmax between the products is AVX-512:
-// 2^x from an exponent (vscalefps) and a polynomial, P converted to bf16 by vcvtneps2bf16.
+// 2^x from an exponent (vscalefps) and a polynomial, P converted to bf16 by vcvtne2ps2bf16, 16
+// rows at a time.
 //
 // Everything here is compiled for AVX-512 with BF16 by target attributes; which path runs is
 // decided at run time (see bf16_path_offered), so the build needs no -march flag.
@@ -72,8 +73,8 @@ namespace {
 // brgemm JITs a few GEMM shapes instead of one per tile width.
 constexpr int64_t kKeyBlock = 64;
 // Scores are computed kStrip rows at a time and turned into probabilities at once: 16 rows of
-// kBlockKV fp32 scores (32 KB) stay in L1 between the two. (oneDNN's brgemm wrote a whole
-// 128 x 512 score tile, 256 KB, at about half the rate of 16-row strips.)
+// kBlockKV fp32 scores (32 KB) stay in L1 between the two. (Timed alone on our AMX CPU, oneDNN's
+// brgemm wrote a whole 128 x 512 tile of scores, 256 KB, at about half the rate of 16-row strips.)
 constexpr int64_t kStrip = 16;  // one lane per row in softmax_rows' vectors
 
 // One thread's scratch: the head's K^T and V packed, a strip's scores S (fp32), a tile's
