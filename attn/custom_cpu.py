@@ -42,6 +42,13 @@ class CustomCpuVariant(Variant):
 
     # --8<-- [end:forward]
 
+    def tile_products(self, dtype: torch.dtype, head_dim: int, seq_k: int) -> str:
+        """How the kernel multiplies its tiles for such inputs: "amx" or "avx512_bf16" (bf16 on
+        the CPU's bf16 instructions), else "fp32"."""
+        if dtype != torch.bfloat16:
+            return "fp32"
+        return load_ops().cpu_bf16_path(head_dim, seq_k)
+
     def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
         if device.type != "cpu":
             return (

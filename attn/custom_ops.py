@@ -34,7 +34,14 @@ def _kernel_sources() -> Path:
 CSRC = _kernel_sources()
 # ops.cpp holds the only schema (TORCH_LIBRARY): the CPU library defines the op, the CUDA library
 # adds its CUDA implementation (TORCH_LIBRARY_IMPL), so it is loaded second.
-CPU_LIBRARY, CPU_SOURCES = "attn_ops_cpu", ("ops.cpp", "cpu/flash_attention_cpu.cpp")
+CPU_LIBRARY = "attn_ops_cpu"
+CPU_SOURCES = (
+    "ops.cpp",
+    "cpu/flash_attention_cpu.cpp",
+    "cpu/bf16_products.cpp",
+    "cpu/cpu_features.cpp",
+    "cpu/peaks_cpu.cpp",
+)
 CUDA_LIBRARY, CUDA_SOURCES = "attn_ops_cuda", ("cuda/flash_fwd.cu", "cuda/binding.cu")
 # at::parallel_for is a header template compiled into our library: without OpenMP flags it runs
 # every item on the calling thread. (Linux builds of torch use OpenMP; macOS's clang has no -fopenmp.)

@@ -77,7 +77,7 @@ def test_float32_matches_reference(variant, batch, heads, seq_q, seq_k, head_dim
     [
         (1, 1, 64),
         (200, 150, 64),
-        (77, 600, 32),  # head_dim not a multiple of 64: fp32 products even with AMX
+        (77, 600, 32),  # head_dim 32: bf16 products over a short inner dimension
         (129, 1031, 128),  # odd seq_k: packed keys padded; KV tiles with a tail
         (40, 17000, 64),  # K^T of a head past 4 MB: widened and packed per KV tile
     ],
@@ -85,6 +85,81 @@ def test_float32_matches_reference(variant, batch, heads, seq_q, seq_k, head_dim
 def test_bfloat16_matches_reference(variant, seq_q, seq_k, head_dim, is_causal):
     q, k, v = qkv(2, 2, seq_q, seq_k, head_dim, dtype=torch.bfloat16)
     assert_matches_reference(variant, q, k, v, is_causal)
+
+
+# ---- bf16 paths ------------------------------------------------------------------------------
+# bf16 tiles are multiplied on AMX (through oneDNN's brgemm), with AVX512-BF16 dot products, or in
+# fp32 after widening, chosen at run time from the CPU; ATTN_CPU_BF16_PATH forces one this CPU
+# offers, so that every path it has is tested here (on a CPU with AMX, all three).
+BF16_GRID = [(1, 1, 64), (200, 150, 64), (77, 600, 32), (129, 1031, 128), (40, 17000, 64)]
+OFFERED = load_ops().cpu_bf16_paths() if build_problem() is None else []
+
+
+def max_errors(variant, dtype, grid=BF16_GRID):
+    """The largest error against float64 over the grid (causal and full), ours and SDPA's."""
+    ours = sdpa = 0.0
+    for (seq_q, seq_k, head_dim), is_causal in [(g, c) for g in grid for c in (True, False)]:
+        q, k, v = qkv(2, 2, seq_q, seq_k, head_dim, dtype=dtype)
+        expected = reference_attention(q, k, v, is_causal=is_causal)
+        out = variant.forward(q, k, v, is_causal=is_causal)
+        theirs = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        ours = max(ours, (out.double() - expected).abs().max().item())
+        sdpa = max(sdpa, (theirs.double() - expected).abs().max().item())
+    return ours, sdpa
+
+
+def test_the_fp32_path_is_always_offered_and_listed_last():
+    assert OFFERED[-1] == "fp32"
+    assert set(OFFERED) <= {"amx", "avx512_bf16", "fp32"}
+    if "amx" in OFFERED:  # AMX comes with AVX512-BF16 (and is preferred to it)
+        assert OFFERED == ["amx", "avx512_bf16", "fp32"]
+
+
+def test_bf16_takes_the_best_path_the_cpu_offers_where_the_shape_fits(monkeypatch):
+    monkeypatch.delenv("ATTN_CPU_BF16_PATH", raising=False)
+    ops = load_ops()
+    assert ops.cpu_bf16_path(64, 2048) == OFFERED[0]
+    assert ops.cpu_bf16_path(40, 2048) == "fp32"  # head_dim not a multiple of 16
+    assert ops.cpu_bf16_path(64, 17000) == "fp32"  # a head's K and V too large to keep packed
+
+
+def test_the_variant_says_how_it_multiplies_its_tiles(variant, monkeypatch):
+    monkeypatch.delenv("ATTN_CPU_BF16_PATH", raising=False)
+    assert variant.tile_products(torch.float32, 64, 2048) == "fp32"
+    assert variant.tile_products(torch.bfloat16, 64, 2048) == OFFERED[0]
+
+
+@pytest.mark.parametrize("path", ["amx", "avx512_bf16", "fp32"])
+def test_each_bf16_path_is_as_accurate_as_sdpa(variant, monkeypatch, path):
+    """Max error against float64 over the grid no worse than SDPA's, on each path."""
+    if path not in OFFERED:
+        pytest.skip(f"this CPU offers {OFFERED}")
+    monkeypatch.setenv("ATTN_CPU_BF16_PATH", path)
+    assert load_ops().cpu_bf16_path(64, 2048) == path
+    ours, sdpa = max_errors(variant, torch.bfloat16)
+    assert ours <= sdpa, f"{path}: max error {ours:.2e}, SDPA's {sdpa:.2e}"
+    assert ours <= TOLERANCE[torch.bfloat16]
+
+
+def test_float32_is_as_accurate_as_sdpa(variant):
+    grid = [(1, 1, 64), (200, 150, 64), (77, 600, 32), (129, 1031, 128), (70, 90, 256)]
+    ours, sdpa = max_errors(variant, torch.float32, grid)
+    assert ours <= max(sdpa, TOLERANCE[torch.float32]), f"max error {ours:.2e}, SDPA's {sdpa:.2e}"
+
+
+def test_a_forced_path_that_is_unknown_is_refused(monkeypatch):
+    monkeypatch.setenv("ATTN_CPU_BF16_PATH", "avx1024")
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="avx1024 is none of amx, avx512_bf16, fp32"):
+        load_ops().flash_attention_forward(q, q, q, True, 1.0)
+
+
+@pytest.mark.skipif("amx" in OFFERED, reason="this CPU offers every path")
+def test_a_forced_path_this_cpu_lacks_names_the_ones_it_has(monkeypatch):
+    missing = "amx" if "avx512_bf16" in OFFERED else "avx512_bf16"
+    monkeypatch.setenv("ATTN_CPU_BF16_PATH", missing)
+    with pytest.raises(ValueError, match=f"this CPU offers {', '.join(OFFERED)}"):
+        load_ops().cpu_bf16_path(64, 2048)
 
 
 @pytest.mark.parametrize("is_causal", [True, False])
@@ -245,7 +320,8 @@ for dtype in (torch.float32, torch.bfloat16):
             out = ops.flash_attention_forward(q, k, v, causal, d**-0.5)
             error = (out.double() - reference_attention(q, k, v, is_causal=causal)).abs().max()
             errors[f"{dtype} {seq_q}x{seq_k}x{d} causal={causal}"] = error.item()
-print(json.dumps({"ours": ops.cpu_isa(), "torch": torch.backends.cpu.get_cpu_capability(), "errors": errors}))
+print(json.dumps({"ours": ops.cpu_isa(), "torch": torch.backends.cpu.get_cpu_capability(),
+                  "bf16_path": ops.cpu_bf16_path(64, 1031), "errors": errors}))
 """
 X86_GCC = platform.machine() in ("x86_64", "AMD64") and sys.platform.startswith("linux")
 
@@ -268,6 +344,7 @@ def test_a_forced_isa_runs_its_copy_and_matches_reference(isa):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["ours"] == result["torch"] == isa
+    assert result["bf16_path"] == "fp32"  # bf16 instructions are AVX-512 ones: none below it
     for case, error in result["errors"].items():
         limit = TOLERANCE[torch.bfloat16 if "bfloat16" in case else torch.float32]
         assert error <= limit, f"{case}: max error {error:.2e}"

@@ -3,11 +3,21 @@ import json
 import pytest
 import torch
 
-from attn.profiling import benchmark
+from attn.custom_ops import load_ops
+from attn.profiling import benchmark, peaks
 from attn.profiling.environment import hardware_slug
+from attn.profiling.flags import ProfilingError
 
 
-def test_flops_count_two_matmuls_and_halve_for_causal():
+@pytest.fixture
+def small_peaks(monkeypatch):
+    """Probes short enough for a test: their fields, not their rates."""
+    found = peaks.cpu_peaks(budget_s=0.02, repeats=2, array_bytes=2**20)
+    monkeypatch.setattr(benchmark, "measure_peaks", lambda device: found)
+    return found
+
+
+def test_flops_count_two_matmuls_and_the_triangle_for_causal():
     full = benchmark.attention_flops(1, 1, 128, 64, is_causal=False)
     assert full == 4 * 128 * 128 * 64
     assert benchmark.attention_flops(1, 1, 128, 64, is_causal=True) == full / 2
@@ -27,8 +37,8 @@ def test_ratios_compare_custom_variants_with_flash_in_the_same_configuration():
     assert only["variant"] == "custom_cpu" and only["ratio_to_flash"] == pytest.approx(0.75)
 
 
-def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(benchmark.MATMUL_N, "cpu", 64)  # a small ceiling: the fields, not the rate
+def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys, monkeypatch, small_peaks):
+    monkeypatch.setitem(benchmark.MATMUL_N, "cpu", 64)  # a small torch.mm: the fields, not the rate
     argv = [
         "--out",
         str(tmp_path),
@@ -50,10 +60,20 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys, monkeyp
         (v, d) for v in variants for d in ("float32", "bfloat16")
     }
     assert all(r["time_us"] > 0 and r["tflops"] > 0 and r["is_causal"] for r in rows)
-    # Each time with its interval; each row's FLOP/s as a share of the matmul ceiling of its dtype.
+    # Each time with its interval; each row's FLOP/s, and torch.mm's, as a share of the measured
+    # peak of its dtype, never above 1; the peaks themselves in every row.
     assert all(0 < r["low_us"] <= r["time_us"] <= r["high_us"] and r["repeats"] >= 1 for r in rows)
-    assert all(r["ceiling_share"] == pytest.approx(r["tflops"] / r["matmul_tflops"], rel=0.01)
-               for r in rows)  # fmt: skip
+    for r in rows:
+        assert r["peaks"] == small_peaks
+        assert (r["peak"], r["peak_tflops"]) == peaks.peak_of(small_peaks, r["dtype"])
+        assert r["peak_share"] == pytest.approx(r["tflops"] / r["peak_tflops"], rel=0.01)
+        assert r["mm_peak_share"] == pytest.approx(r["mm_tflops"] / r["peak_tflops"], rel=0.01)
+        assert 0 < r["peak_share"] <= 1 and 0 < r["mm_peak_share"] <= 1
+        assert "ceiling_share" not in r and "matmul_tflops" not in r
+    # custom_cpu's rows say how it multiplied its tiles: bf16 on the path this CPU offers first.
+    paths = {r["dtype"]: r["path"] for r in rows if r["variant"] == "custom_cpu"}
+    assert paths == {"float32": "fp32", "bfloat16": load_ops().cpu_bf16_path(32, 64)}
+    assert all("path" not in r for r in rows if r["variant"] != "custom_cpu")
     # Which vector ISA torch's kernels (and custom_cpu's softmax) ran with, in every row.
     assert {r["cpu_capability"] for r in rows} == {torch.backends.cpu.get_cpu_capability()}
     assert (
@@ -68,6 +88,41 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys, monkeyp
         assert custom["ratio_to_flash"] == pytest.approx(ratio, rel=1e-2)
         assert custom["ratio_low"] <= custom["ratio_to_flash"] <= custom["ratio_high"]
         assert (custom["batch"], custom["heads"]) == (1, 8)  # the shape is stated in every row
+
+
+def test_a_share_above_1_is_refused_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    """A rate above its machine's peak means a wrong probe or FLOP count: no file, one error."""
+    tiny = {"fp32_fma_tflops": 1e-9, "bf16_tflops": None, "bf16_path": None, "triad_gbs": 1.0}
+    monkeypatch.setattr(benchmark, "measure_peaks", lambda device: tiny)
+    monkeypatch.setitem(benchmark.MATMUL_N, "cpu", 64)
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--seqs", "64", "--head-dims", "32"]
+    argv += ["--budget", "0.01", "--causal-only", "--dtypes", "float32", "--variants", "sdpa_math"]
+    assert benchmark.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "the peak's probe (attn.profiling.peaks) or the FLOP count" in err
+    assert not (tmp_path / hardware_slug("cpu") / "benchmark.json").exists()
+
+
+def test_check_shares_names_the_row_and_passes_rows_without_shares():
+    row = {"variant": "custom_cpu", "dtype": "bfloat16", "seq": 2048, "head_dim": 64}
+    old = {**row, "ceiling_share": 1.83, "matmul_tflops": 0.19}  # a row from before the peaks
+    benchmark.check_shares([old, {**row, "peak_share": 1.0, "mm_peak_share": 0.2}])
+    with pytest.raises(ProfilingError, match="custom_cpu, bfloat16, seq 2048"):
+        benchmark.check_shares([{**row, "tflops": 9.0, "peak_share": 1.2, "peak": "bf16_amx"}])
+    with pytest.raises(ProfilingError, match="mm_peak_share|times the measured"):
+        benchmark.check_shares([{**row, "mm_tflops": 9.0, "mm_peak_share": 1.01}])
+
+
+def test_rows_from_before_the_peaks_are_kept_as_they_are(tmp_path):
+    """An earlier benchmark.json (matmul_tflops, ceiling_share) stays readable and merged."""
+    old = {"variant": "custom_cpu", "seq": 4096, "head_dim": 64, "is_causal": True,
+           "dtype": "float32", "time_us": 600.0, "tflops": 0.2, "matmul_tflops": 0.19,
+           "ceiling_share": 1.05}  # fmt: skip
+    path = tmp_path / "benchmark.json"
+    path.write_text(json.dumps([old]))
+    now = [{"variant": "custom_cpu", "seq": 64, "head_dim": 64, "is_causal": True,
+            "dtype": "float32", "time_us": 9.0, "tflops": 0.05, "peak_share": 0.1}]  # fmt: skip
+    assert benchmark.merged(path, now) == [old, *now]
 
 
 def test_tflops_of_a_slow_run_is_not_rounded_to_zero():

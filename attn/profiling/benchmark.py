@@ -3,12 +3,20 @@
     python -m attn.profiling.benchmark --out profiles            # this machine's device, default grid
     python -m attn.profiling.benchmark --device cpu --seqs 2048 4096 --head-dims 64 --causal-only
 
-Writes `<out>/<hardware>/benchmark.json` (rows {variant, batch, heads, seq, head_dim, is_causal,
-dtype, time_us (the median), low_us and high_us (its interquartile range), repeats, tflops,
-matmul_tflops (this machine's ceiling: a large torch.mm in the dtype, timed in the same run),
-ceiling_share}, and on a CPU the vector ISA torch ran with, `cpu_capability`) and `benchmark.svg`,
-and prints each custom variant's time as a ratio of sdpa_flash's, with its interval, measured in
-the same run with interleaved calls. Speeds belong here, not in tests.
+Writes `<out>/<hardware>/benchmark.json`, rows {variant, batch, heads, seq, head_dim, is_causal,
+dtype, time_us (the median), low_us and high_us (its interquartile range), repeats, tflops, and:
+- peaks: this machine's measured peaks, probed at the start of the run (attn.profiling.peaks);
+- peak, peak_tflops: the peak of the row's dtype (fp32 FMA units, or bf16 units where the machine
+  has them), and peak_share, the row's TFLOP/s as a share of it;
+- mm_tflops, mm_peak_share: a square torch.mm in the dtype, timed in the same run, one more
+  contender (the machine's own GEMM, not its limit), and its share of the same peak;
+- on a CPU, cpu_capability (the vector ISA torch ran with), and on custom_cpu's rows `path`, how
+  it multiplied its tiles ("amx", "avx512_bf16" or "fp32")}
+and `benchmark.svg`, and prints each custom variant's time as a ratio of sdpa_flash's, with its
+interval, measured in the same run with interleaved calls. A share above 1 is refused: nothing is
+written, since it means a probe or a FLOP count is wrong. Rows from before the peaks carry
+matmul_tflops and ceiling_share instead (that torch.mm called this machine's ceiling); they are
+kept as they are. Speeds belong here, not in tests.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig
 from attn.profiling.environment import device_name, hardware_slug, is_gpu
 from attn.profiling.flags import ProfilingError, positive, seconds, variant_name, wide_console
+from attn.profiling.peaks import measure_peaks, peak_of
 from attn.profiling.timing import measure, time_interleaved
 from attn.traces.intervals import ratio
 from attn.traces.plot import figure, plain_log_ticks, save
@@ -46,22 +55,68 @@ def significant(x: float, digits: int = 4) -> float:
 
 
 def attention_flops(batch: int, heads: int, seq: int, head_dim: int, is_causal: bool) -> float:
-    """Two matmuls of 2*s*s*d each per head; a causal mask skips about half."""
+    """FLOPs of one forward: two matmuls of 2*s*s*d each per head. A causal run counts the
+    triangle, not the square: query i sees keys j <= i, about half of the s*s scores, and the
+    kernels skip the rest, so counting the square would double a causal kernel's rate (and could
+    put it above the machine's peak)."""
     flops = 4 * batch * heads * seq * seq * head_dim
     return flops / 2 if is_causal else flops
 
 
-MATMUL_N = {"cpu": 1024, "cuda": 8192}  # the ceiling's square matmul: large enough to run at speed
+MATMUL_N = {"cpu": 1024, "cuda": 8192}  # torch.mm's square: large enough to run at speed
 
 
-def matmul_ceiling(device: str, dtype: torch.dtype, budget_s: float = 2.0) -> float:
-    """TFLOP/s of a large square torch.mm in the dtype (cuBLAS on a GPU): the rate a variant's
-    FLOP/s are a share of."""
+def matmul_tflops(device: str, dtype: torch.dtype, budget_s: float = 2.0) -> float:
+    """TFLOP/s of a square torch.mm in the dtype (oneDNN or MKL on a CPU, cuBLAS on a GPU): the
+    machine's own GEMM, timed as one more contender."""
     n = MATMUL_N[torch.device(device).type]
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
     out = torch.empty(n, n, device=device, dtype=dtype)
     timed = measure({"mm": lambda: torch.mm(a, b, out=out)}, budget_s=budget_s)["mm"]
     return 2 * n**3 / timed.median_us / 1e6
+
+
+def share(tflops: float, peak: tuple[str, float] | None) -> float | None:
+    """A rate as a share of a measured peak (None without one), kept to 3 significant digits."""
+    return significant(tflops / peak[1], 3) if peak else None
+
+
+def check_shares(rows: list[dict]) -> None:
+    """Raise ProfilingError for a row whose rate is above its measured peak: nothing runs faster
+    than its machine, so the peak's probe or the row's FLOP count is wrong."""
+    for r in rows:
+        for key, rate in (("peak_share", "tflops"), ("mm_peak_share", "mm_tflops")):
+            if (r.get(key) or 0) > 1:
+                raise ProfilingError(
+                    f"{r['variant']}, {r.get('dtype')}, seq {r['seq']}, head_dim {r['head_dim']}: "
+                    f"{r[rate]} TFLOP/s is {r[key]} times the measured {r.get('peak')} peak "
+                    f"({r.get('peak_tflops')} TFLOP/s). No rate is above its machine's peak: the "
+                    "peak's probe (attn.profiling.peaks) or the FLOP count (attention_flops) is "
+                    "wrong. Nothing was written."
+                )
+
+
+def contender_rates(device: str, peaks: dict, dtype: str, console: Console) -> dict:
+    """The fields every row of a dtype shares: the dtype's peak and torch.mm's rate against it."""
+    peak = peak_of(peaks, dtype)
+    if is_gpu(device) and dtype == "bfloat16" and peaks.get("bf16_tflops"):
+        mm = peaks["bf16_tflops"]  # the GPU's peak is this very GEMM: timed once
+    else:
+        mm = matmul_tflops(device, DTYPES[dtype])
+    console.print(
+        f"{dtype}: peak {peak[1] if peak else '?'} TFLOP/s ({peak[0] if peak else 'none'}); "
+        f"torch.mm {mm:.3g} TFLOP/s" + (f", {mm / peak[1]:.0%} of it" if peak else "")
+    )
+    return {
+        "peak": peak[0] if peak else None, "peak_tflops": peak[1] if peak else None,
+        "mm_tflops": significant(mm), "mm_peak_share": share(mm, peak), "peaks": peaks,
+    }  # fmt: skip
+
+
+def tile_products(variant, dtype: str, head_dim: int, seq: int) -> dict:
+    """On the rows of a kernel that says how it multiplies its tiles (custom_cpu), that path."""
+    says = getattr(variant, "tile_products", None)
+    return {"path": says(DTYPES[dtype], head_dim, seq)} if says else {}
 
 
 def run(
@@ -70,10 +125,12 @@ def run(
     grid = GRID[torch.device(device).type]
     # On a CPU, which vector ISA torch's kernels (and custom_cpu's softmax) ran with.
     isa = {} if is_gpu(device) else {"cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    peaks = measure_peaks(device)  # once, before any timing, in the run the shares are of
+    console.print(f"measured peaks: {peaks}")
     rows = []
     for dtype in dtypes:
-        ceiling = matmul_ceiling(device, DTYPES[dtype])
-        console.print(f"{dtype}: matmul ceiling {ceiling:.3g} TFLOP/s")
+        shared = contender_rates(device, peaks, dtype, console)
+        peak = (shared["peak"], shared["peak_tflops"]) if shared["peak"] else None
         for head_dim in head_dims:
             for is_causal in causals:
                 for seq in seqs:
@@ -105,8 +162,9 @@ def run(
                             "variant": name, "batch": config.batch, "heads": config.heads,
                             "seq": seq, "head_dim": head_dim, "is_causal": is_causal,
                             "dtype": dtype, "time_us": row.pop("median_us"), **row,
-                            "tflops": significant(tflops), "matmul_tflops": significant(ceiling),
-                            "ceiling_share": significant(tflops / ceiling, 3), **isa,
+                            "tflops": significant(tflops), "peak_share": share(tflops, peak),
+                            **shared, **isa,
+                            **tile_products(contenders[name], dtype, head_dim, seq),
                         })  # fmt: skip
                     del q, k, v
     return rows
@@ -192,6 +250,7 @@ def merged(path: Path, rows: list[dict]) -> list[dict]:
 def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     """Write benchmark.json and benchmark.svg into `<out>/<hardware>/`, each replaced atomically,
     keeping what an earlier run measured and this one did not."""
+    check_shares(rows)  # before anything is written: an earlier file stays as it was
     threads = "" if is_gpu(device) else f" ({torch.get_num_threads()} CPU threads)"
     title = f"Forward time on {device_name(device)}{threads}"
     rows = merged(Path(out_root) / hardware_slug(device) / "benchmark.json", rows)
@@ -229,14 +288,21 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:  # the previous benchmark.json stays as it was
         print(f"error: none of {', '.join(names)} runs on {args.device} here", file=sys.stderr)
         return 1
-    folder = write(args.out, args.device, rows)
+    try:
+        folder = write(args.out, args.device, rows)
+    except ProfilingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     # TFLOP/s are in benchmark.json.
-    table = Table("variant", "dtype", "seq", "head_dim", "causal", "ms (IQR)", f"÷ {BASELINE}")
+    table = Table(
+        "variant", "dtype", "seq", "head_dim", "causal", "ms (IQR)", f"÷ {BASELINE}", "× peak"
+    )
     for r in ratios(rows):
         shape = (r["dtype"], str(r["seq"]), str(r["head_dim"]), str(r["is_causal"]))
         ms = f"{r['time_us'] / 1000:.2f} ({r['low_us'] / 1000:.2f}–{r['high_us'] / 1000:.2f})"
         spread = f"{r['ratio_to_flash']:.2f} ({r['ratio_low']:.2f}–{r['ratio_high']:.2f})"
-        table.add_row(r["variant"], *shape, ms, spread)
+        of_peak = "?" if r.get("peak_share") is None else f"{r['peak_share']:.3f}"
+        table.add_row(r["variant"], *shape, ms, spread, of_peak)
     wide_console(stderr=False).print(table)
     print(f"benchmark: {len(rows)} rows written to {folder}/benchmark.json and benchmark.svg")
     return 0

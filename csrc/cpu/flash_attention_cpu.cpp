@@ -2,44 +2,52 @@
 //
 // Work is split over (batch, head, Q tile) with at::parallel_for. Each thread owns its scratch: the
 // score tile S, the probabilities P, the output accumulator, the running max m and sum l per row,
-// and the head's K^T (and, on AMX, its V) packed for the GEMMs while that fits 4 MB, else K^T of
-// one KV tile. So scratch stays bounded however long the sequences. The two tile products go to
-// ATen's CPU BLAS, cpublas::brgemm, with fp32 results; they multiply fp32, or bf16 on CPUs with
-// AMX (see kVnni). The softmax in between uses GCC vector extensions, compiled once per x86-64
-// vector ISA (AVX-512, AVX2, baseline); the copy that runs is the one for the ISA torch
+// and the head's K^T packed for the GEMMs while that fits 4 MB, else K^T of one KV tile. So scratch
+// stays bounded however long the sequences. This file multiplies tiles in fp32, through ATen's CPU
+// BLAS, cpublas::brgemm (oneDNN's fp32 brgemm). bf16 inputs take the CPU's bf16 instructions where
+// it has them, AMX tiles or AVX512-BF16 dot products (bf16_products.cpp; see choose_bf16_path),
+// else they are widened to fp32 here. The softmax uses GCC vector extensions, compiled once per
+// x86-64 vector ISA (AVX-512, AVX2, baseline); the copy that runs is the one for the ISA torch
 // runs its own kernels with, so the build needs no -march flag and ATEN_CPU_CAPABILITY=avx2 moves
 // both kernels.
 
 #include "flash_attention_cpu.h"
 
+#include "attention_tiles.h"
+#include "bf16_products.h"
+#include "cpu_features.h"
+
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
-#include <ATen/Version.h>
 #include <ATen/native/CPUBlas.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/StringUtil.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
-#include <memory>
 #include <string>
 
 namespace attn {
 namespace {
 
-constexpr int64_t kBlockQ = 128;   // query rows per tile
-constexpr int64_t kBlockKV = 512;  // keys per tile
+using tiles::Buffer;
+using tiles::buffer;
+using tiles::kBlockKV;
+using tiles::kBlockQ;
+using tiles::kInf;
+using tiles::kLog2e;
+using tiles::Problem;
+using tiles::round_up;
+
 // K^T of a whole head is packed once and reused by all of its Q tiles while it fits in this many
 // elements (4 MB of fp32, 2 MB of bf16: 16K keys at head_dim 64). Longer heads are packed one KV
 // tile at a time, again for every Q tile: d * cols copies beside the 4 * rows * cols * d flops of
 // the tile's two GEMMs. On our CPU at head_dim 64, packing every head that way cost 5-15% at seq
 // 2048, about 1% at seq_k 32K.
 constexpr int64_t kMaxKeptKt = int64_t{1} << 20;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kLog2e = 1.44269504f;
 
 // x86-64 builds with GCC get one copy of the tile loop per vector ISA (see tile_kernel below).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -122,32 +130,22 @@ ATTN_INLINE V exp2_lanes(V t) {
   return p * (V)two_n;
 }
 
-// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); row-major, with leading dimensions; A and B
-// are float or bf16, C is fp32 either way. vnni: B is in the layout cpublas::pack makes.
-template <typename G>
+// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); fp32, row-major, with leading dimensions.
 ATTN_INLINE void gemm(
-    int64_t m, int64_t n, int64_t k, const G* a, int64_t lda, const G* b, int64_t ldb, float* c,
-    int64_t ldc, bool accumulate, bool vnni = false) {
-  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, vnni);
+    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+    float* c, int64_t ldc, bool accumulate) {
+  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, /*is_vnni=*/false);
 }
 
-// The tile products multiply operands of type G, chosen per call from q's dtype T and the CPU:
-//  - G = float (fp32, and bf16 on CPUs without AMX): K^T, [d, seq_k] row-major, packed by us
-//    (once per head while it fits kMaxKeptKt, else per KV tile); the GEMM is oneDNN's fp32 brgemm.
-//    bf16 inputs are widened on their way into scratch: K as it is packed, each Q tile and V tile
-//    before their products. Without AMX, cpublas's bf16 GEMM is the BLAS's, which widens and
-//    repacks both operands on every call: on an AMD EPYC (Zen 4), with AVX-512 or held to AVX2,
-//    bf16 through it took 1.1-1.35x the time of fp32 through oneDNN.
-//  - G = bf16 (bf16 on CPUs with AMX): K^T and V repacked by cpublas::pack, in blocks of 64
-//    columns, into the layout AMX's bf16 dot products read (pairs of rows interleaved). oneDNN's
-//    brgemm then runs on AMX tiles, as it does inside torch's own flash attention.
-template <typename G>
-constexpr bool kVnni = !std::is_same_v<G, float>;  // bf16 products: AMX's layout
+// The tile products here multiply fp32 operands (G = float): K^T, [d, seq_k] row-major, packed by
+// us (once per head while it fits kMaxKeptKt, else per KV tile); the GEMM is oneDNN's fp32
+// brgemm. bf16 inputs that take this path (a CPU without bf16 instructions, or a head_dim they do
+// not fit) are widened on their way into scratch: K as it is packed, each Q tile and V tile before
+// their products. cpublas's own bf16 GEMM is no better there: without AMX it is the BLAS's, which
+// widens and repacks both operands on every call (on an AMD EPYC, Zen 4, 1.1-1.35x the time of
+// fp32 through oneDNN).
 template <typename T, typename G>
 constexpr bool kWiden = !std::is_same_v<T, G>;  // bf16 inputs, fp32 products
-constexpr int64_t kPackN = 64;  // columns per packed block (cpublas::pack takes at most 64)
-
-int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // Leading dimension of a packed fp32 K^T of `cols` keys: the row length rounded up to a cache
 // line, plus one line. The S GEMM reads K^T's 64 rows together; at a power-of-two seq_k their
@@ -158,62 +156,27 @@ int64_t kt_stride(int64_t cols) {
   return round_up(cols, line) + line;
 }
 
-// Pointers and strides of one call, for q, k, v and out of element type T (float or bf16). Rows
-// (the head_dim axis) have unit stride.
-template <typename T>
-struct Problem {
-  const T *q, *k, *v;
-  T* out;  // contiguous [batch, heads, seq_q, head_dim]
-  int64_t heads, seq_q, seq_k, head_dim;
-  int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss;  // batch, head, seq strides
-  float scale;
-  bool causal;
-  bool keep_kt;  // K^T of a whole head fits kMaxKeptKt: packed once per head, not per tile
-  int64_t ld_kt = 0;  // fp32 K^T: kt_stride of the head (keep_kt) or of one KV tile
-};
-
-// Scratch buffers start on a cache line. AMX and AVX-512 read whole 64-byte lines: with buffers
-// only 16-byte aligned, the bf16 tile products took about twice as long on our AMX CPU.
-template <typename T>
-using Buffer = std::unique_ptr<T[], decltype(&std::free)>;
-template <typename T>
-Buffer<T> buffer(int64_t n) {
-  const size_t bytes = round_up(std::max<int64_t>(n, 1) * sizeof(T), 64);
-  return Buffer<T>(static_cast<T*>(std::aligned_alloc(64, bytes)), &std::free);
-}
-
 // One thread's working memory for inputs of type T and products in G, allocated once per call
-// (never inside the loops); at most about 5 MB (K^T, or K^T and V packed for AMX), whatever the
-// sequence lengths. S has rows of kBlockKV floats; P is S itself, or for AMX the same in bf16.
+// (never inside the loops); at most about 5 MB (K^T), whatever the sequence lengths. S has rows of
+// kBlockKV floats; P is S itself.
 template <typename T, typename G>
 struct Scratch {
   explicit Scratch(const Problem<T>& p)
-      : kt(buffer<G>(kVnni<G> ? round_up(p.seq_k, kPackN) * p.head_dim : p.head_dim * p.ld_kt)),
-        v(buffer<G>(kVnni<G> ? round_up(p.seq_k, 2) * p.head_dim
-                             : (kWiden<T, G> ? kBlockKV * p.head_dim : 0))),
+      : kt(buffer<G>(p.head_dim * p.ld_kt)),
+        v(buffer<G>(kWiden<T, G> ? kBlockKV * p.head_dim : 0)),
         q(buffer<G>(kWiden<T, G> ? kBlockQ * p.head_dim : 0)),
-        buf(buffer<G>(kVnni<G> ? kBlockKV * kPackN : 0)),
         s(buffer<float>(kBlockQ * kBlockKV)),
-        p(buffer<G>(kVnni<G> ? kBlockQ * kBlockKV : 0)),
         acc(buffer<float>(kBlockQ * p.head_dim)),
         m(buffer<float>(kBlockQ)),
         l(buffer<float>(kBlockQ)) {}
   Buffer<G> kt;  // K^T
-  Buffer<G> v;   // AMX: the head's V packed; widening: one V tile in fp32
+  Buffer<G> v;   // widening: one V tile in fp32
   Buffer<G> q;   // widening: the Q tile in fp32
-  Buffer<G> buf;  // AMX: blocks on their way into kt and v
   Buffer<float> s;
-  Buffer<G> p;
   Buffer<float> acc, m, l;
-  int64_t head = -1;  // which (batch, head) kt (and v) hold, when they hold whole heads
+  int64_t head = -1;  // which (batch, head) kt holds, when it holds whole heads
 
-  G* probabilities() {
-    if constexpr (kVnni<G>) {
-      return p.get();
-    } else {
-      return s.get();
-    }
-  }
+  G* probabilities() { return s.get(); }
 };
 
 // K^T of `cols` keys, [d, cols] with leading dimension ld_kt, in the products' type G (so that
@@ -238,52 +201,18 @@ void widen_rows(const T* x, int64_t ld, int64_t rows, int64_t d, float* out) {
     for (int64_t c = 0; c < d; ++c) out[r * d + c] = static_cast<float>(x[r * ld + c]);
 }
 
-// One head's K and V for AMX's layout: K^T in blocks of 64 keys (keys [j, j + 64) at kt + j * d),
-// V in blocks of 64 of head_dim's columns (columns [c, c + 64) at v + c * keys, keys being seq_k
-// rounded up to even). Keys past seq_k are zeros.
-template <typename T>
-void pack_head_vnni(const Problem<T>& p, const T* k, const T* v, Scratch<T, T>& w) {
-  const int64_t d = p.head_dim, keys = round_up(p.seq_k, 2);
-  const auto bf16 = at::ScalarType::BFloat16;
-  for (int64_t j0 = 0; j0 < p.seq_k; j0 += kPackN) {  // [d, 64] of K^T at a time
-    const int64_t cols = std::min(kPackN, p.seq_k - j0);
-    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.buf.get(), kPackN, kPackN);
-    at::native::cpublas::pack(
-        d, kPackN, kPackN, kPackN, bf16, bf16, w.buf.get(), w.kt.get() + j0 * d);
-  }
-  for (int64_t c0 = 0; c0 < d; c0 += kPackN) {
-    // [kBlockKV, 64] of V at a time; packed blocks of rows follow each other in the layout.
-    for (int64_t j0 = 0; j0 < keys; j0 += kBlockKV) {
-      const int64_t rows = std::min(kBlockKV, keys - j0);
-      for (int64_t j = 0; j < rows; ++j) {
-        T* row = w.buf.get() + j * kPackN;
-        if (j0 + j < p.seq_k) std::copy_n(v + (j0 + j) * p.v_ss + c0, kPackN, row);
-        else std::fill(row, row + kPackN, T(0));
-      }
-      at::native::cpublas::pack(rows, kPackN, kPackN, kPackN, bf16, bf16, w.buf.get(),
-                                w.v.get() + c0 * keys + j0 * kPackN);
-    }
-  }
-}
-
 // S = Q_tile @ K^T of keys [j0, j0 + cols): [rows, d] x [d, cols], S with rows of kBlockKV floats.
 // q: the tile's rows in G, leading dimension ld_q.
 template <typename T, typename G>
 ATTN_INLINE void tile_scores(const Problem<T>& p, Scratch<T, G>& w, const G* q, int64_t ld_q,
                              const T* k, int64_t rows, int64_t j0, int64_t cols, float* s) {
   const int64_t d = p.head_dim;
-  if constexpr (kVnni<G>) {
-    for (int64_t j = 0; j < cols; j += kPackN)  // S's rows have room for the last block's width
-      gemm(rows, kPackN, d, q, ld_q, w.kt.get() + (j0 + j) * d, kPackN, s + j, kBlockKV, false,
-           /*vnni=*/true);
-  } else {
-    const G* kt = w.kt.get() + j0;
-    if (!p.keep_kt) {  // a long head: K^T of this tile only
-      pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), p.ld_kt, cols);
-      kt = w.kt.get();
-    }
-    gemm(rows, cols, d, q, ld_q, kt, p.ld_kt, s, kBlockKV, /*accumulate=*/false);
+  const G* kt = w.kt.get() + j0;
+  if (!p.keep_kt) {  // a long head: K^T of this tile only
+    pack_kt(k + j0 * p.k_ss, p.k_ss, cols, d, w.kt.get(), p.ld_kt, cols);
+    kt = w.kt.get();
   }
+  gemm(rows, cols, d, q, ld_q, kt, p.ld_kt, s, kBlockKV, /*accumulate=*/false);
 }
 
 // acc (+)= P @ V of keys [j0, j0 + cols): [rows, cols] x [cols, d]; the first KV tile (j0 == 0)
@@ -292,12 +221,7 @@ template <typename T, typename G>
 ATTN_INLINE void tile_accumulate(const Problem<T>& p, Scratch<T, G>& w, const G* probs,
                                  const T* v, int64_t rows, int64_t j0, int64_t cols, float* acc) {
   const int64_t d = p.head_dim;
-  if constexpr (kVnni<G>) {
-    const int64_t keys = round_up(p.seq_k, 2), even_cols = round_up(cols, 2);
-    for (int64_t c0 = 0; c0 < d; c0 += kPackN)
-      gemm(rows, kPackN, even_cols, probs, kBlockKV, w.v.get() + c0 * keys + j0 * kPackN, kPackN,
-           acc + c0, d, /*accumulate=*/j0 > 0, /*vnni=*/true);
-  } else if constexpr (kWiden<T, G>) {
+  if constexpr (kWiden<T, G>) {
     widen_rows(v + j0 * p.v_ss, p.v_ss, cols, d, w.v.get());
     gemm(rows, d, cols, probs, kBlockKV, w.v.get(), d, acc, d, /*accumulate=*/j0 > 0);
   } else {
@@ -432,13 +356,6 @@ ATTN_TILE_FOR(attend_tile_avx2, "avx2,fma", f32x8)
 ATTN_TILE_FOR(attend_tile_avx512, "avx2,fma,avx512f,avx512bw,avx512dq,avx512vl", f32x16)
 #endif
 
-// The vector ISA torch runs its own CPU kernels with ("AVX512", "AVX2" or "DEFAULT" on x86-64),
-// decided once per process from the CPU and ATEN_CPU_CAPABILITY (which can only lower it).
-const std::string& torch_isa() {
-  static const std::string isa = at::get_cpu_capability();
-  return isa;
-}
-
 template <typename T, typename G>
 TileKernel<T, G> tile_kernel() {
 #ifdef ATTN_X86_COPIES
@@ -448,7 +365,7 @@ TileKernel<T, G> tile_kernel() {
   return &attend_tile_baseline<T, G>;
 }
 
-// Inputs in T, tile products in G (see kVnni and kWiden).
+// Inputs in T, tile products in G (see kWiden).
 template <typename T, typename G>
 void run(const Problem<T>& p, int64_t batch_heads) {
   const int64_t tiles = (p.seq_q + kBlockQ - 1) / kBlockQ;
@@ -456,25 +373,36 @@ void run(const Problem<T>& p, int64_t batch_heads) {
   at::parallel_for(0, batch_heads * tiles, 1, [&](int64_t begin, int64_t end) {
     Scratch<T, G> w(p);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t bh = item / tiles, t = item % tiles;
-      // Causal tiles lower down cost more. Visiting them as 0, n-1, 1, n-2, ... keeps the
-      // contiguous chunks at::parallel_for hands each thread about equally heavy.
-      const int64_t tile = p.causal ? (t % 2 == 0 ? t / 2 : tiles - 1 - t / 2) : t;
-      if (p.keep_kt && w.head != bh) {  // a new head: its K^T (and V) packed once for its tiles
+      const int64_t bh = item / tiles, tile = tiles::tile_order(item % tiles, tiles, p.causal);
+      if (p.keep_kt && w.head != bh) {  // a new head: its K^T packed once for its tiles
         const int64_t b = bh / p.heads, h = bh % p.heads;
-        const T* k = p.k + b * p.k_sb + h * p.k_sh;
-        if constexpr (kVnni<G>) {
-          pack_head_vnni(p, k, p.v + b * p.v_sb + h * p.v_sh, w);
-        } else {
-          pack_kt(k, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.ld_kt, p.seq_k);
-        }
+        pack_kt(p.k + b * p.k_sb + h * p.k_sh, p.k_ss, p.seq_k, p.head_dim, w.kt.get(), p.ld_kt,
+                p.seq_k);
         w.head = bh;
       }
       attend(p, bh, tile * kBlockQ, w);
     }
-    // AMX keeps its tile configuration per thread until released.
-    if constexpr (kVnni<G>) at::native::cpublas::brgemm_release();
   });
+}
+
+// How bf16 inputs of this head_dim and seq_k are multiplied: on the CPU's bf16 instructions where
+// it has them and the shape fits them (head_dim a multiple of 16, a head's packed K and V within
+// scratch), AMX first; else in fp32. ATTN_CPU_BF16_PATH (amx, avx512_bf16, fp32) forces one that
+// this CPU offers, e.g. to test AVX512-BF16 on a CPU with AMX.
+Bf16Path choose_bf16_path(int64_t head_dim, int64_t seq_k) {
+  const bool fits = head_dim % 16 == 0 && seq_k * head_dim <= kMaxKeptKt;
+  if (const char* forced = std::getenv("ATTN_CPU_BF16_PATH"); forced && *forced) {
+    for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16, Bf16Path::kFp32}) {
+      if (std::string(forced) != bf16_path_name(path)) continue;
+      TORCH_CHECK_VALUE(bf16_path_offered(path), "ATTN_CPU_BF16_PATH=", forced,
+                        ": this CPU offers ", c10::Join(", ", cpu_bf16_paths()));
+      return fits ? path : Bf16Path::kFp32;
+    }
+    TORCH_CHECK_VALUE(false, "ATTN_CPU_BF16_PATH=", forced, " is none of amx, avx512_bf16, fp32");
+  }
+  for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16})
+    if (fits && bf16_path_offered(path)) return path;
+  return Bf16Path::kFp32;
 }
 
 // Unit-stride rows that BLAS can read: views such as transposes keep their strides, odd layouts
@@ -495,11 +423,9 @@ void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::
       v.stride(0), v.stride(1), v.stride(2), static_cast<float>(scale), is_causal,
       /*keep_kt=*/seq_k * d <= kMaxKeptKt};
   const int64_t batch_heads = q.size(0) * q.size(1);
-  // bf16 products on AMX where cpublas can pack for it, on heads whose packed K and V are kept
-  // whole; fp32 products everywhere else.
-  if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    if (d % kPackN == 0 && p.keep_kt && at::native::cpublas::could_pack(at::kBFloat16)) {
-      run<T, T>(p, batch_heads);
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {  // on the CPU's bf16 instructions if it can
+    if (const Bf16Path path = choose_bf16_path(d, seq_k); path != Bf16Path::kFp32) {
+      run_bf16_products(p, batch_heads, path);
       return;
     }
   }
@@ -508,6 +434,17 @@ void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::
 }
 
 }  // namespace
+
+std::vector<std::string> cpu_bf16_paths() {
+  std::vector<std::string> paths;
+  for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16, Bf16Path::kFp32})
+    if (bf16_path_offered(path)) paths.push_back(bf16_path_name(path));
+  return paths;
+}
+
+std::string cpu_bf16_path(int64_t head_dim, int64_t seq_k) {
+  return bf16_path_name(choose_bf16_path(head_dim, seq_k));
+}
 
 std::string cpu_isa() {
 #ifdef ATTN_X86_COPIES

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <vector>
 
 namespace attn {
 
@@ -19,5 +20,13 @@ at::Tensor flash_attention_forward_cpu(
 // torch.backends.cpu.get_cpu_capability() names the one torch's kernels run with. The two agree on
 // x86-64 builds made with GCC; elsewhere ours is the baseline, "DEFAULT".
 std::string cpu_isa();
+
+// The ways this CPU can multiply bf16 tiles, best first: "amx" (AMX tiles, through oneDNN's
+// brgemm), "avx512_bf16" (vdpbf16ps dot products), "fp32" (inputs widened; always there).
+std::vector<std::string> cpu_bf16_paths();
+
+// The one flash_attention_forward_cpu takes for bf16 inputs of this head_dim and seq_k (the
+// environment variable ATTN_CPU_BF16_PATH forces one of cpu_bf16_paths()).
+std::string cpu_bf16_path(int64_t head_dim, int64_t seq_k);
 
 }  // namespace attn
