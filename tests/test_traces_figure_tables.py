@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from attn import specs
 from attn.traces.figure_tables import benchmark_table, decoding_table, monotonic_lines, table_head
+
+PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 
 BENCH = [
     {
@@ -45,19 +50,47 @@ def test_benchmark_table_lists_ratios_to_flash_with_the_shape():
     out = benchmark_table(isa, specs.BENCHMARK_BASELINE)
     assert "Vector ISA of this run: AVX2 (`torch.backends.cpu.get_cpu_capability()`)" in out
     assert "and so did `custom_cpu`" in out
+    old = [{**r, "matmul_tflops": 0.5, "ceiling_share": 1.8} for r in BENCH]
+    out = benchmark_table(old, specs.BENCHMARK_BASELINE)  # a set from before the peaks
+    assert "benchmarked before the peaks were measured" in out and "1.80" not in out
+    assert "share of peak" not in out
+    peaks = {
+        "fp32_fma_tflops": 0.48,
+        "fp32_isa": "avx512",
+        "bf16_tflops": 7.0,
+        "bf16_path": "amx",
+        "triad_gbs": 29.0,
+    }
     timed = [
-        {**r, "low_us": r["time_us"] * 0.9, "high_us": r["time_us"] * 1.1, "matmul_tflops": 0.5,
-         "cpu_capability": "AVX2",
-         "ceiling_share": 0.2, **({"ratio_low": 0.61, "ratio_high": 0.92} if "ratio_to_flash" in r else {})}
+        {**r, "low_us": r["time_us"] * 0.9, "high_us": r["time_us"] * 1.1, "cpu_capability": "AVX2",
+         "peaks": peaks, "peak": "fp32_fma", "peak_tflops": 0.48, "mm_tflops": 0.12,
+         "mm_peak_share": 0.25, "peak_share": 0.2,
+         **({"ratio_low": 0.61, "ratio_high": 0.92, "path": "fp32"} if "ratio_to_flash" in r else {})}
         for r in BENCH
     ]  # fmt: skip
     out = benchmark_table(timed, specs.BENCHMARK_BASELINE)
-    assert "matmul ceiling, a large `torch.mm` timed in the same run: 0.5 TFLOP/s in float32" in out
+    assert (
+        "Peaks measured in this run: fp32 FMA 0.48 TFLOP/s (avx512), bf16 7 TFLOP/s (amx), "
+        "memory 29 GB/s (a triad). A large `torch.mm`, timed beside the kernels, reaches 25% of "
+        "the float32 peak."
+    ) in out
+    assert "custom_cpu multiplied its bf16 tiles with: fp32." in out
     row = (
         "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
         "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"
     )
     assert row in out
+
+
+def test_no_committed_set_shows_a_rate_above_its_peak():
+    """A share above 1 means a probe or a FLOP count is wrong (the benchmark refuses to write one);
+    a set from before the peaks shows none."""
+    for path in sorted(PROFILES.glob("*/benchmark.json")):
+        rows = json.loads(path.read_text())
+        shares = [r[k] for r in rows for k in ("peak_share", "mm_peak_share") if r.get(k)]
+        assert all(0 < s <= 1 for s in shares), path
+        if not any("peaks" in r for r in rows):
+            assert "share of peak" not in benchmark_table(rows, specs.BENCHMARK_BASELINE)
 
 
 def test_decoding_says_where_a_longer_cache_took_less_time():

@@ -43,19 +43,16 @@ def ratio_cell(value: float, low: float, high: float, verdict: bool | None = Tru
 
 
 def benchmark_table(rows: list[dict], baseline: str) -> str:
-    """On a CPU, the vector ISA the run used; then each custom kernel's time as a multiple of the
-    baseline's, measured in the same run."""
+    """On a CPU, the vector ISA the run used; the machine's measured peaks; then each custom
+    kernel's time as a multiple of the baseline's, and its FLOP/s as a share of its dtype's peak,
+    measured in the same run."""
     mine = [r for r in rows if "ratio_to_flash" in r]
     isas = sorted({md.text(r["cpu_capability"]) for r in rows if r.get("cpu_capability")})
-    ceilings = {r.get("dtype"): r["matmul_tflops"] for r in rows if r.get("matmul_tflops")}
-    lines = [
-        *isa_lines(isas, mine),
-        *ceiling_lines(ceilings, on_cpu=bool(isas)),
-        *sizes_lines(mine),
-    ]
-    ceiling = ["× ceiling"] if ceilings else []
-    lines += table_head(["variant", "dtype, seq × head_dim", "time", f"÷ {baseline}", *ceiling])
-    lines += [benchmark_row(r, bool(ceilings)) for r in mine]
+    shares = any("peak_share" in r for r in mine)
+    lines = [*isa_lines(isas, mine), *peak_lines(rows), *sizes_lines(mine)]
+    share = ["share of peak"] if shares else []
+    lines += table_head(["variant", "dtype, seq × head_dim", "time", f"÷ {baseline}", *share])
+    lines += [benchmark_row(r, shares) for r in mine]
     return "\n".join(lines)
 
 
@@ -72,16 +69,35 @@ def isa_lines(isas: list[str], mine: list[dict]) -> list[str]:
     ]
 
 
-def ceiling_lines(ceilings: dict, on_cpu: bool) -> list[str]:
-    """The matmul ceiling per dtype timed in the same run, which the last column is a share of."""
-    if not ceilings:
-        return []
-    gemm = "a large `torch.mm`" if on_cpu else "a large `torch.mm` (cuBLAS)"
-    each = ", ".join(f"{t:.3g} TFLOP/s in {d}" for d, t in ceilings.items())
+def peak_lines(rows: list[dict]) -> list[str]:
+    """The peaks the run measured, torch.mm's share of them, and custom_cpu's bf16 path; a set
+    benchmarked before peaks were measured says why it shows no share."""
+    peaks = next((r["peaks"] for r in rows if isinstance(r.get("peaks"), dict)), None)
+    if peaks is None:
+        if not any(r.get("matmul_tflops") for r in rows):
+            return []
+        return [
+            "This set was benchmarked before the peaks were measured: the large `torch.mm` it "
+            "timed is no limit of the machine (one of our kernels ran faster than it), so its "
+            "rates are shown as no share. Profile again for shares of measured peaks.",
+            "",
+        ]
+    measured = [
+        f"fp32 FMA {peaks['fp32_fma_tflops']:.3g} TFLOP/s ({md.text(peaks.get('fp32_isa') or '?')})"
+        if peaks.get("fp32_fma_tflops") else None,
+        f"bf16 {peaks['bf16_tflops']:.3g} TFLOP/s ({md.text(peaks.get('bf16_path'))})"
+        if peaks.get("bf16_tflops") else None,
+        f"memory {peaks['triad_gbs']:.3g} GB/s (a triad)" if peaks.get("triad_gbs") else None,
+    ]  # fmt: skip
+    mm = {r.get("dtype"): r for r in rows if r.get("mm_peak_share") is not None}
+    gemm = ", ".join(f"{r['mm_peak_share']:.0%} of the {md.text(d)} peak" for d, r in mm.items())
+    paths = sorted({md.text(r["path"]) for r in rows if r.get("path")})
     return [
-        f"This machine's matmul ceiling, {gemm} timed in the same run: {each}. The last column "
-        "is the variant's FLOP/s as a share of it (causal rows count the half of the products "
-        "they need).",
+        f"Peaks measured in this run: {', '.join(m for m in measured if m)}. A large "
+        f"`torch.mm`, timed beside the kernels, reaches {gemm or 'no share of them'}. The last "
+        "column is each kernel's FLOP/s as a share of its dtype's peak; a causal row counts the "
+        "triangle of the products it computes, half the square."
+        + (f" custom_cpu multiplied its bf16 tiles with: {', '.join(paths)}." if paths else ""),
         "",
     ]
 
@@ -103,7 +119,7 @@ def sizes_lines(mine: list[dict]) -> list[str]:
     ]
 
 
-def benchmark_row(r: dict, ceilings: bool) -> str:
+def benchmark_row(r: dict, shares: bool) -> str:
     """One kernel's row, its shape in one column: the table fits a page's column at 1280 px."""
     masking = "causal" if r["is_causal"] else "full"
     shape = (
@@ -118,9 +134,9 @@ def benchmark_row(r: dict, ceilings: bool) -> str:
         ratio = ratio_cell(r["ratio_to_flash"], r["ratio_low"], r["ratio_high"])
     else:
         ratio = f"{r['ratio_to_flash']:.2f}"
-    share = r.get("ceiling_share")
-    shares = [None if share is None else f"{share:.2f}"] if ceilings else []
-    return table_row([md.code(r["variant"]), shape, time, ratio, *shares])
+    share = r.get("peak_share")
+    cells = [None if share is None else f"{share:.2f}"] if shares else []
+    return table_row([md.code(r["variant"]), shape, time, ratio, *cells])
 
 
 # --- decoding.json --------------------------------------------------------------------------------
