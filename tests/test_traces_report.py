@@ -48,3 +48,19 @@ def test_a_trace_with_no_attention_says_so(tmp_path, capsys):
     first, *lint = capsys.readouterr().out.strip().splitlines()
     assert first == "No attention found in this trace."
     assert "no input shapes were recorded" in " ".join(lint)  # the fixture has none
+
+
+def test_a_name_of_200k_characters_is_cut_before_it_is_printed(tmp_path, monkeypatch, capsys):
+    """A 10-million-character kernel name made diagnose run past 600 s (200k: 260 s): rich's
+    highlighter re-scanned the whole name as it printed it. No timing here: the name is cut to a
+    line's worth, which the old report never did (it takes minutes there, and fails)."""
+    monkeypatch.setenv("COLUMNS", "3000")  # wide enough that rich's own ellipsis cuts nothing
+    trace = fixture()
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["name"] += "<" + "1, " * 70_000 + ">"
+    (tmp_path / "trace.json").write_text(json.dumps(trace))
+    assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
+    kernels = [line for line in capsys.readouterr().out.splitlines() if "eager forward:" in line]
+    assert kernels and all(line.endswith(" characters)") for line in kernels)
+    assert all(len(line) < 1100 for line in kernels)
