@@ -5,12 +5,15 @@ neither the machine's memory nor a crash in the JSON parser (orjson died on one 
 So the text is read or inflated a chunk at a time into one growing buffer (no second copy of it),
 and each chunk is checked as it comes, before it is kept:
 
-- the text stays within the cap (ATTN_MAX_TRACE_GIB, 4 by default);
-- no byte is a control character other than tab, newline and carriage return (JSON allows no
-  other, in a string or out): a file of zero bytes is refused in its first chunk;
+- the text stays within the cap (ATTN_MAX_TRACE_GIB, 4 by default); a .gz file that could pass
+  it is inflated once keeping nothing, so a bomb is refused in the memory of a chunk;
+- the first chunk holds no control character but tab, newline and return (a file of zeros, a
+  binary file), and is not UTF-16;
 - no stretch between two quotes is longer than a token may be (a 64th of the cap, at most
   256 MiB): a trace is names and keys in quotes a few bytes apart, so one string of gigabytes, or
-  gigabytes of whitespace, are refused a token's length after they begin, not at the end.
+  gigabytes of whitespace or zeros, are refused a token's length after they begin;
+- the least the parsed objects take (counted from the text's braces, commas and quotes) fits in
+  the memory free: else refused before parsing, saying how much it needs.
 """
 
 from __future__ import annotations
@@ -34,8 +37,6 @@ OBJECT_BYTES = 64  # an empty dict: the least an object parsed from the text tak
 # What JSON text may not hold anywhere: every control character but tab, newline and return.
 ALLOWED = bytes(range(32, 256)) + b"\t\n\r"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # as some Windows shells save text
-
-
 MORE = "set ATTN_MAX_TRACE_GIB to allow it"
 
 
@@ -79,8 +80,8 @@ def _checked(path: str, file: BinaryIO, limit: int, gzipped: bool, keep: bool) -
         check(chunk)
         if keep:
             text += chunk  # grown in place (realloc): the text is held once
-    free = available_memory()
-    if free is not None and check.least_memory() > free:
+    free = available_memory()  # a text kept is held already: only its objects are to come
+    if free is not None and check.least_memory() - (check.size if keep else 0) > free:
         raise TraceFormatError(
             f"{path}: reading it takes at least {_size(check.least_memory())} of memory "
             f"({_size(check.size)} of text, {check.objects:,} objects) and "
