@@ -148,7 +148,9 @@ def median_of(rounds: list[dict], name: str) -> tuple[float, float]:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, each bad value refused in one line: a synthetic trace too large for the memory
+    free among them (100 million events was accepted, and would have taken 190 GiB)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", help=".json or .json.gz Kineto traces")
     parser.add_argument("--synthetic", type=positive, metavar="EVENTS", help="add a made-up trace")
@@ -163,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.synthetic * SYNTHETIC_EVENT_BYTES / 2**30:,.1f} GiB and "
             f"{free / 2**30:,.1f} GiB is free; give fewer events"
         )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     hta_python = (args.hta_python or sys.executable) if args.peer == "hta" else None
     if (
         hta_python
