@@ -27,6 +27,7 @@ nox.options.reuse_venv = "yes"
 def install(session: nox.Session, *extras: str) -> None:
     """Install the project (and torch) unless the session runs in an existing environment."""
     # Inductor's cache in ours, outside the checkout: warm compiles, and no cache paths in /tmp.
+    # Under a home folder with a space attn/inductor.py moves it (the compiler command splits it).
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-profiled"
     session.env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
     if session.venv_backend == "none":

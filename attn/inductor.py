@@ -7,6 +7,7 @@ Torch only: copy this file with attn/compiled.py or attn/flex.py (keep the relat
 import os
 import shutil
 import sys
+import tempfile
 from importlib.util import find_spec
 
 import torch
@@ -19,6 +20,27 @@ RECOMPILE_LIMIT = 64
 # On CPU the C++ kernels Inductor generates are invisible to the profiler (one opaque
 # "## Call CompiledFxGraph ##" row) unless each records itself; these modules are here to be profiled.
 KERNEL_ROWS = {"cpp.enable_kernel_profile": True}
+
+
+def compiler_safe_cache() -> None:
+    """Move Inductor's cache where its C++ compiler command survives the path.
+
+    Inductor joins that command into one string and splits it on whitespace again, so a cache in
+    a home folder with a space (/home/Jane Doe/.cache/...) broke every compile on the CPU: such a
+    folder is swapped for one under the temp folder, whose path has none. Called on import, before
+    anything compiles (Inductor reads the variable at each compile).
+    """
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or tempfile.gettempdir()  # its default
+    if not any(c.isspace() for c in current):
+        return
+    for base in (tempfile.gettempdir(), "/tmp"):
+        if not any(c.isspace() for c in base) and os.path.isdir(base):
+            user = getattr(os, "getuid", lambda: "user")()
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(base, f"torchinductor_attn_{user}")
+            return
+
+
+compiler_safe_cache()
 
 
 def inductor_problem(device: torch.device | str, what: str = "the compiled variants") -> str | None:

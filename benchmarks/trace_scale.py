@@ -30,9 +30,15 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
+from attn.profiling.flags import positive  # noqa: E402
+from attn.traces.reading import available_memory  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 # Below this many events a process is mostly its start and imports: a ratio would say nothing.
 MIN_EVENTS = 10_000
+# What analyze of a synthetic trace holds per event at its peak (1.2 KB measured), with room.
+SYNTHETIC_EVENT_BYTES = 2000
 JSON_LOAD = (
     "import gzip, json, sys; p = sys.argv[1]; "
     "json.load(gzip.open(p, 'rb') if p.endswith('.gz') else open(p, 'rb'))"
@@ -142,14 +148,28 @@ def median_of(rounds: list[dict], name: str) -> tuple[float, float]:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, each bad value refused in one line: a synthetic trace too large for the memory
+    free among them (100 million events was accepted, and would have taken 190 GiB)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="*", help=".json or .json.gz Kineto traces")
-    parser.add_argument("--synthetic", type=int, metavar="EVENTS", help="add a made-up trace")
+    parser.add_argument("--synthetic", type=positive, metavar="EVENTS", help="add a made-up trace")
     parser.add_argument("--peer", choices=["hta"], help="also time HolisticTraceAnalysis")
     parser.add_argument("--hta-python", help="an interpreter with HTA (default: this one)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
+    parser.add_argument("--rounds", type=positive, default=3, help="interleaved rounds (median)")
     args = parser.parse_args(argv)
+    free = available_memory()
+    if args.synthetic and free is not None and args.synthetic * SYNTHETIC_EVENT_BYTES > free:
+        parser.error(
+            f"--synthetic {args.synthetic:,}: analyze of it would take about "
+            f"{args.synthetic * SYNTHETIC_EVENT_BYTES / 2**30:,.1f} GiB and "
+            f"{free / 2**30:,.1f} GiB is free; give fewer events"
+        )
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     hta_python = (args.hta_python or sys.executable) if args.peer == "hta" else None
     if (
         hta_python

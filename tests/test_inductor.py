@@ -1,11 +1,18 @@
 """attn/inductor.py: the checks the compiled and Flex variants share, and say the same way."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from attn.compiled import CompiledAttention
 from attn.flex import FlexAttention, flex_problem
 from attn.inductor import inductor_problem
 from attn.naive import NaiveAttention
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_no_cpu_compiler_is_named_by_both_variants(monkeypatch):
@@ -30,3 +37,27 @@ def test_other_devices_are_refused_by_name():
     assert (
         flex_problem("meta") == "the FlexAttention variants are written for CPU and CUDA, not meta"
     )
+
+
+COMPILE_TINY = """
+import torch, attn
+q = torch.randn(1, 2, 16, 8)
+print(attn.get_variant("compiled_naive").forward(q, q, q, is_causal=True).shape)
+"""
+
+
+def test_a_home_folder_with_a_space_compiles(tmp_path):
+    """/home/Jane Doe-Smith broke every compiled and Flex variant under nox: the compiler command
+    Inductor builds from its cache path (set under the user's cache, as nox sets it) was split
+    at the space."""
+    home = tmp_path / "Jane Doe-Smith"
+    env = {
+        **os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(home / ".cache/attention-profiled/inductor"),
+        "PYTHONPATH": str(ROOT),
+    }  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", COMPILE_TINY], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "torch.Size([1, 2, 16, 8])"

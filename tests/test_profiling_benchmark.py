@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attn.custom_ops import load_ops
-from attn.profiling import benchmark, peaks
+from attn.profiling import benchmark, config, peaks
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import ProfilingError
 
@@ -173,3 +173,45 @@ def test_an_earlier_file_that_is_not_rows_is_named_before_timing(tmp_path, capsy
     assert benchmark.main(argv) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"{hardware_slug('cpu')}/benchmark.json is not a benchmark's rows" in line
+
+
+def test_a_shape_that_cannot_fit_is_one_line_before_any_timing(tmp_path, monkeypatch, capsys):
+    """`--seqs 3000000` ended in a RuntimeError traceback. The memory free is made small here."""
+    monkeypatch.setattr(config, "available_bytes", lambda device: 2**16)
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--variants", "sdpa_math", "--seqs", "64"]
+    assert (
+        benchmark.main([*argv, "--head-dims", "32", "--dtypes", "float32", "--budget", "0.01"]) == 1
+    )
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the shape 1 x 8 x 64 x 64 x 32 (float32) needs")
+    assert line.endswith("give a smaller --seqs or --head-dims")
+    assert not (tmp_path / hardware_slug("cpu")).exists()
+
+
+@pytest.mark.parametrize("where", ["benchmark.json", "benchmark.svg"])
+def test_an_output_that_is_a_folder_is_refused_before_any_timing(
+    tmp_path, monkeypatch, capsys, where
+):
+    """benchmark.json as a folder crashed after the timing; benchmark.svg as one left the pair
+    half written."""
+    monkeypatch.setattr(benchmark, "run", lambda *a, **k: pytest.fail("timed before the check"))
+    (tmp_path / hardware_slug("cpu") / where).mkdir(parents=True)
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--seqs", "64", "--budget", "0.01"]
+    assert benchmark.main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{where} is not a plain file" in line
+
+
+def test_the_pair_is_written_whole_or_not_at_all(tmp_path):
+    """A drawing that fails leaves benchmark.json as it was (it was replaced before the svg)."""
+    folder = tmp_path / hardware_slug("cpu")
+    folder.mkdir()
+    (folder / "benchmark.json").write_text("[]\n")
+
+    def cannot_draw(rows, title, path):
+        raise ValueError("no figure")
+
+    with pytest.raises(ValueError, match="no figure"):
+        benchmark.sweeps.write(tmp_path, "cpu", "benchmark", [{"seq": 64}], cannot_draw, "t")
+    assert (folder / "benchmark.json").read_text() == "[]\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["benchmark.json"]  # no scratch left

@@ -1,5 +1,6 @@
 """`python -m attn.profiling`: its subcommands, and one line naming the flag for every bad flag."""
 
+import dataclasses
 import errno
 import gzip
 import json
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from attn import specs
+from attn.profiling import cli
+from attn.profiling import config as config_module
 from attn.profiling.cli import config_from, main, parser
 from attn.profiling.environment import hardware_slug
 
@@ -387,6 +391,37 @@ def test_escape_sequences_in_a_trace_never_reach_the_terminal(tmp_path, capsys):
     assert "\\x1b]0;pwned" in said.err  # shown, as its escapes
 
 
+OSC8 = "\x1b]8;;https://example.com\x1b\\click\x1b]8;;\x1b\\"  # a terminal hyperlink
+
+
+def test_a_sets_range_never_reaches_the_terminal_raw(committed_set, tmp_path, capsys):
+    """A summary's `range` was printed as it was on recheck: it could clear the screen."""
+    root = tmp_path / "profiles"
+    shutil.copytree(committed_set, root)
+    edit_json(root / "cpu/naive/summary.json", range=f"attn_fwd{ESCAPES}{OSC8}" + "x" * 5000)
+    assert main(["recheck", str(root), "--check"]) == 1
+    said = capsys.readouterr()
+    (line,) = said.err.strip().splitlines()
+    assert "\x1b" not in said.out + said.err and "\x07" not in said.out + said.err
+    assert "attn_fwd\\x1b]0;pwned" in line and "(5," in line and len(line) < 1200  # cut
+
+
+def test_a_failing_examples_last_line_is_one_safe_line(tmp_path, monkeypatch, capsys):
+    """`example` printed a failing script's last line raw (escapes, links) and whole (100 MB)."""
+    script = tmp_path / "fails.py"
+    script.write_text(f"import sys; sys.exit({ESCAPES + OSC8!r} + 'y' * 5_000_000)\n")
+    spec = dataclasses.replace(specs.spec("naive"), example=(str(script),))
+    monkeypatch.setattr(specs, "spec", lambda name: spec if name == "naive" else None)
+    monkeypatch.setattr(cli, "CHECKOUT", tmp_path)
+    argv = ["example", "naive", "--device", "cpu", "--out", str(tmp_path / "o"), *TINY]
+    assert main(argv) == 1
+    said = capsys.readouterr()
+    (line,) = [line for line in said.err.splitlines() if line.startswith("error:")]
+    assert "\x1b" not in said.out + said.err and "\x07" not in said.out + said.err
+    assert "\\x1b]8;;https://example.com" in line and len(line) < 1500
+    assert re.search(r"… \(5,000,0\d\d bytes\)$", line)
+
+
 def test_a_stale_diff_is_removed_and_a_stray_file_named(committed_set, tmp_path, capsys):
     """A stray file in diff/ failed --check forever, and the write mode left it and exited 0."""
     root = tmp_path / "profiles"
@@ -439,6 +474,19 @@ def test_a_shape_that_cannot_fit_is_one_line_before_anything_runs(tmp_path, flag
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error: the shape") and "GiB free" in line
     assert not (tmp_path / "cpu").exists()
+
+
+def test_an_example_whose_shape_cannot_fit_is_one_line_before_it_runs(
+    tmp_path, monkeypatch, capsys
+):
+    """`example naive --batch 100000 --seq 64` grew to 24 GB until the kernel killed it: `run`
+    checked the shape, `example` did not. The memory free is made small, not the shape large."""
+    monkeypatch.setattr(config_module, "available_bytes", lambda device: 2**16)
+    argv = ["example", "naive", "--device", "cpu", "--out", str(tmp_path), *TINY]
+    assert main([*argv, "--batch", "64"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the shape 64 x 2 x 32 x 32 x 16 (float32) needs")
+    assert not (tmp_path / hardware_slug("cpu")).exists()
 
 
 # --- the installed command and each subcommand's --help ------------------------------------------

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+import attn
 from attn.profiling.config import ProfileConfig
-from attn.profiling.environment import cpu_slug
+from attn.profiling.environment import cpu_slug, hardware_slug
 from attn.profiling.load import (
     _ended_children,
     adopting_orphans,
@@ -23,6 +24,7 @@ from attn.profiling.load import (
     load_over,
     own_cpu_seconds,
 )
+from attn.profiling.run import finish_set, profile_variant
 from attn.profiling.timing import measure
 from attn.profiling.timing_pass import SCORE_CLONE, main, run
 from attn.traces import intervals, layout
@@ -187,3 +189,84 @@ def test_an_orphan_s_cpu_time_counts_as_the_runs_own_and_it_is_reaped(tmp_path):
         assert own_cpu_seconds() - start >= 0.45  # an ended orphan, come to this process
     assert _ended_children() == []  # reaped on leaving
     assert own_cpu_seconds() - start >= 0.45  # and its time is in os.times() now
+
+
+def _tiny_pass(monkeypatch, names=("naive", "sdpa_math")):
+    monkeypatch.setattr("attn.profiling.timing_pass.default_config", lambda device: TINY)
+    monkeypatch.setattr("attn.profiling.timing_pass.specs.names", lambda: list(names))
+
+
+def test_a_variant_that_fails_is_one_line_and_the_rest_are_written(tmp_path, monkeypatch, capsys):
+    """Under a home folder with a space every compiled variant failed to build, and the timing
+    pass died on the first with a traceback, writing no timing.json."""
+    _tiny_pass(monkeypatch)
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("C++ compile error\n\nCommand:\ng++ /home/Jane Doe/x.cpp")
+
+    monkeypatch.setattr(attn.get_variant("naive"), "forward", fails)
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 1
+    (folder,) = tmp_path.iterdir()
+    data = json.loads((folder / layout.TIMING).read_text())
+    assert [r["variant"] for r in data["rows"]] == ["sdpa_math"]
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "naive failed" in line]
+    assert said == [
+        "timing: naive failed and is left out (RuntimeError: C++ compile error)",
+        "error: naive failed (said above): not in timing.json",
+    ]
+
+
+def _never_timed(*args, **kwargs):
+    raise AssertionError("timed before its output was checked")
+
+
+@pytest.mark.parametrize("where", [layout.TIMING, layout.OVERVIEW, layout.MANIFEST])
+def test_an_output_that_is_a_folder_is_refused_before_any_timing(
+    tmp_path, monkeypatch, capsys, where
+):
+    """timing.json as a folder: the pass timed for minutes, then crashed with a traceback."""
+    _tiny_pass(monkeypatch)
+    monkeypatch.setattr("attn.profiling.timing_pass.run", _never_timed)
+    (tmp_path / hardware_slug("cpu") / where).mkdir(parents=True)
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and f"{where} is not a plain file" in line
+
+
+def _set(tmp_path) -> Path:
+    """A set of two variants with its timing.json, overview and index, as a run leaves it."""
+    folder = tmp_path / hardware_slug("cpu")
+    for name in ("naive", "sdpa_math"):
+        profile_variant(attn.get_variant(name), TINY, tmp_path)
+    finish_set(tmp_path, "cpu")
+    (folder / layout.TIMING).write_text('{"rows": []}\n')
+    return folder
+
+
+def test_a_cut_summary_is_refused_before_any_timing(tmp_path, monkeypatch, capsys):
+    """A cut summary.json left timing.json updated, the set's overview and index not."""
+    _tiny_pass(monkeypatch)
+    folder = _set(tmp_path)
+    summary = folder / "naive" / layout.SUMMARY
+    summary.write_text(summary.read_text()[:50])
+    monkeypatch.setattr("attn.profiling.timing_pass.run", _never_timed)
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "naive/summary.json cannot be read as JSON" in line
+    assert (folder / layout.TIMING).read_text() == '{"rows": []}\n'
+
+
+def test_a_set_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
+    """The overview cannot be drawn after timing.json was written: timing.json goes back."""
+    _tiny_pass(monkeypatch)
+    folder = _set(tmp_path)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+    def cannot_draw(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("attn.profiling.timing_pass.write_overview", cannot_draw)
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 1
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    assert "No space left on device" in capsys.readouterr().err

@@ -219,7 +219,7 @@ def _edited_trace(tmp_path: Path, edit) -> Path:
             "has ts 'abc'",
         ),  # fmt: skip
         (lambda events: None, ["--range", "nothing"], "no range named 'nothing'"),
-        (lambda events: None, ["--png-in-a-file"], "File exists"),
+        (lambda events: None, ["--png-in-a-file"], "file is a file, not a folder"),
     ],
     ids=["ts abc", "no such range", "png under a file"],
 )

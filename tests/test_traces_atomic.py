@@ -13,7 +13,14 @@ import pytest
 
 from attn.profiling.environment import hardware_slug
 from attn.traces import layout
-from attn.traces.atomic import atomic_folder, remove_stale_scratch, replace_file, write_json
+from attn.traces.atomic import (
+    RefusedOutput,
+    atomic_folder,
+    check_output,
+    remove_stale_scratch,
+    replace_file,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "32", "--head-dim", "16"]
@@ -199,3 +206,18 @@ def test_two_writers_swapping_one_folder_never_fail_nor_leave_it_missing(tmp_pat
     watcher.join()
     assert (errors, len(missing)) == ([], 0)
     assert [p.name for p in tmp_path.iterdir()] == ["set"]  # no scratch left
+
+
+def test_an_output_under_a_file_is_refused_before_any_work(tmp_path):
+    """Checked first, said in one line: the work is not lost to a crash at the end."""
+    (tmp_path / "notes").write_text("x")
+    with pytest.raises(RefusedOutput, match="notes is a file, not a folder"):
+        check_output(tmp_path / "notes" / "set" / "timing.json")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder anyway")
+def test_an_output_in_a_read_only_folder_is_refused_before_any_work(tmp_path):
+    folder = tmp_path / "set"
+    folder.mkdir(mode=0o555)
+    with pytest.raises(RefusedOutput, match="set is not writable"):
+        check_output(folder / "timing.json")

@@ -69,3 +69,19 @@ def test_a_trace_whose_kernels_the_rows_hold_says_nothing_is_left(tmp_path, caps
     (tmp_path / "trace.json").write_text(json.dumps(trace))
     assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
     assert "Unattributed: no kernel outside the rows above" in capsys.readouterr().out
+
+
+def test_a_name_of_200k_characters_is_cut_before_it_is_printed(tmp_path, monkeypatch, capsys):
+    """A 10-million-character kernel name made diagnose run past 600 s (200k: 260 s): rich's
+    highlighter re-scanned the whole name as it printed it. No timing here: the name is cut to a
+    line's worth, which the old report never did (it takes minutes there, and fails)."""
+    monkeypatch.setenv("COLUMNS", "3000")  # wide enough that rich's own ellipsis cuts nothing
+    trace = fixture()
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["name"] += "<" + "1, " * 70_000 + ">"
+    (tmp_path / "trace.json").write_text(json.dumps(trace))
+    assert cli.main(["diagnose", str(tmp_path / "trace.json")]) == 0
+    kernels = [line for line in capsys.readouterr().out.splitlines() if "eager forward:" in line]
+    assert kernels and all(line.endswith(" characters)") for line in kernels)
+    assert all(len(line) < 1100 for line in kernels)

@@ -20,6 +20,7 @@ from attn.traces.trace_checks import Evidence
 
 REAL = Path(__file__).parent / "fixtures" / "realtraces"
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import trace_scale  # noqa: E402
 from trace_scale import synthetic_trace  # noqa: E402
 
 
@@ -72,7 +73,8 @@ def test_an_event_with_nothing_to_scrub_is_written_as_it_was(tmp_path):
 def test_a_gzip_bomb_is_refused_in_one_line_before_it_fills_memory(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_MAX_TRACE_GIB", str(1 / 1024))  # 1 MiB
     bomb = tmp_path / "bomb.json.gz"
-    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (8 * 2**20) + b"]}"))
+    strings = b'"x",' * (2 * 2**20)  # 8 MiB of short strings: past the cap, not a stretch
+    bomb.write_bytes(gzip.compress(b'{"traceEvents": [' + strings + b'"x"]}'))
     with pytest.raises(TraceFormatError, match="decompresses to more than") as e:
         load_trace(bomb)
     assert "\n" not in str(e.value) and str(bomb) in str(e.value)
@@ -95,7 +97,7 @@ print(int(status.split("VmHWM:")[1].split()[0]) // 1024, error)
 
 def test_a_trace_inflating_past_the_cap_is_refused_in_a_fraction_of_its_memory(tmp_path):
     """2 GiB of inflated text (32 gzip members of 64 MiB each) under a 1 GiB cap."""
-    member = gzip.compress(b" " * (64 * 2**20), compresslevel=1)
+    member = gzip.compress(b'"x",' * (16 * 2**20), compresslevel=1)
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(member * 32)
     done = subprocess.run(
@@ -133,3 +135,19 @@ def test_analysis_tells_each_step_for_a_progress_bar(tmp_path):
     told: list[str] = []
     write_artifacts(synthetic_trace(300, steps=2), tmp_path / "set", progress=told.append)
     assert told == list(ANALYSIS_STEPS)
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--rounds", "0"], "argument --rounds: must be >= 1, got 0"),  # was a traceback
+        (["--synthetic", "-5"], "argument --synthetic: must be >= 1, got -5"),  # was accepted
+        (["--synthetic", "1000000"], "--synthetic 1,000,000: analyze of it would take about"),
+    ],
+)
+def test_the_benchmarks_flags_are_refused_in_one_line(monkeypatch, capsys, argv, says):
+    """--synthetic 100000000 had no bound: here the memory free is made 1 GiB, not the flag huge."""
+    monkeypatch.setattr(trace_scale, "available_memory", lambda: 2**30)
+    with pytest.raises(SystemExit) as done:
+        trace_scale.main(argv)
+    assert done.value.code == 2 and says in capsys.readouterr().err

@@ -21,6 +21,7 @@ kept as they are. Speeds belong here, not in tests.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -32,13 +33,16 @@ from rich.table import Table
 
 from attn import specs
 from attn.profiling import sweep as sweeps
-from attn.profiling.config import DTYPES, ProfileConfig
+from attn.profiling.config import DTYPES, ProfileConfig, check_fits
 from attn.profiling.environment import device_name, hardware_slug, is_gpu
 from attn.profiling.flags import ProfilingError, positive, seconds, variant_name, wide_console
 from attn.profiling.peaks import measure_peaks, peak_of
 from attn.profiling.timing import measure, time_interleaved
+from attn.traces import layout
+from attn.traces.atomic import RefusedOutput
 from attn.traces.intervals import ratio
 from attn.traces.plot import figure, plain_log_ticks, save
+from attn.traces.terminal import say
 
 BASELINE = specs.BENCHMARK_BASELINE
 GRID = {  # per device: what the benchmark times by default
@@ -119,10 +123,18 @@ def tile_products(variant, dtype: str, head_dim: int, seq: int) -> dict:
     return {"path": says(DTYPES[dtype], head_dim, seq)} if says else {}
 
 
+def config_of(device: str, seq: int, head_dim: int, dtype: str) -> ProfileConfig:
+    """The inputs of one configuration: the device's grid's batch and heads."""
+    grid = GRID[torch.device(device).type]
+    return ProfileConfig(
+        device=device, batch=grid["batch"], heads=grid["heads"], seq_q=seq, seq_k=seq,
+        head_dim=head_dim, dtype=dtype,
+    )  # fmt: skip
+
+
 def run(
     device: str, seqs, head_dims, causals, dtypes, names, budget_s: float, console: Console
 ) -> list[dict]:
-    grid = GRID[torch.device(device).type]
     # On a CPU, which vector ISA torch's kernels (and custom_cpu's softmax) ran with.
     isa = {} if is_gpu(device) else {"cpu_capability": torch.backends.cpu.get_cpu_capability()}
     peaks = measure_peaks(device)  # once, before any timing, in the run the shares are of
@@ -134,10 +146,7 @@ def run(
         for head_dim in head_dims:
             for is_causal in causals:
                 for seq in seqs:
-                    config = ProfileConfig(
-                        device=device, batch=grid["batch"], heads=grid["heads"], seq_q=seq,
-                        seq_k=seq, head_dim=head_dim, dtype=dtype,
-                    )  # fmt: skip
+                    config = config_of(device, seq, head_dim, dtype)
                     scores = config.batch * config.heads * seq * seq * 4
                     contenders = {
                         name: variant
@@ -279,10 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     names = args.variants or specs.in_sweep("benchmark")
     seqs, dtypes = args.seqs or GRID[kind]["seqs"], args.dtypes or GRID[kind]["dtypes"]
     benchmark_json = Path(args.out) / hardware_slug(args.device) / "benchmark.json"
-    try:  # an earlier file that cannot be kept: said before the timing, not after
+    try:  # an earlier file that cannot be kept, a shape that cannot fit: said before the timing
+        layout.check_figure(benchmark_json.parent, "benchmark")
         merged(benchmark_json, [])
-    except ProfilingError as e:
-        print(f"error: {e}", file=sys.stderr)
+        for dtype, head_dim, seq in itertools.product(dtypes, args.head_dims, seqs):
+            check_fits(config_of(args.device, seq, head_dim, dtype), "--seqs or --head-dims")
+    except (ProfilingError, RefusedOutput) as e:
+        say(f"error: {e}", err=True)
         return 1
     rows = run(args.device, seqs, args.head_dims, causals, dtypes, names, budget, console)
     if not rows:  # the previous benchmark.json stays as it was

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 import attn
@@ -41,8 +40,8 @@ from attn.profiling.flags import (
 )
 from attn.traces import diagnose, gate, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
-from attn.traces.markdown import visible
 from attn.traces.report import report as print_diagnosis  # cli's own report() prints folders
+from attn.traces.terminal import say, shown
 from attn.traces.trace import TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
@@ -138,14 +137,8 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     finish_set(out, config.device, load)
     report(folders, console)
     for line in failed:
-        print(f"error: {line}", file=sys.stderr)
+        say(f"error: {line}", err=True)
     return 1 if failed else 0
-
-
-def shown(text: str) -> str:
-    """Text from a trace or a summary for the terminal: no markup, no escape sequence (a window
-    title, a cleared screen), control characters as their escapes."""
-    return escape(visible(text))
 
 
 def report(folders: Sequence[Path], console: Console) -> None:
@@ -178,12 +171,11 @@ def report(folders: Sequence[Path], console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from attn.profiling.config import check_fits, config_for
+    from attn.profiling.config import check_all_fit
     from attn.profiling.run import profile_variant
 
     config = config_from(args)
-    for name in args.variants:  # before any variant runs (a decode step has its own shape)
-        check_fits(config_for(name, config))
+    check_all_fit(args.variants, config)
 
     shot = not args.no_screenshot
     profile = lambda variant, config: profile_variant(variant, config, args.out, screenshot=shot)  # noqa: E731
@@ -192,7 +184,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_example(args: argparse.Namespace, console: Console) -> int:
     """Run each variant's example script (its spec names it and its flags), analyse each trace."""
+    from attn.profiling.config import check_all_fit
     from attn.profiling.run import profile_example
+
+    names, config = args.variants or specs.names(), config_from(args)
+    check_all_fit(names, config)  # the script would grow until the kernel ended it, unsaid
 
     def profile(variant, config):
         path, *flags = specs.spec(variant.name).example
@@ -201,7 +197,7 @@ def cmd_example(args: argparse.Namespace, console: Console) -> int:
         script = [str(CHECKOUT / path), *flags]
         return profile_example(variant, script, config, args.out, screenshot=not args.no_screenshot)
 
-    return run(args.variants or specs.names(), profile, config_from(args), args.out, console)
+    return run(names, profile, config, args.out, console)
 
 
 def output_names(traces: Sequence[Path], variant: str | None) -> list[str]:
@@ -300,7 +296,7 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
                 console.print(shown(f"  now: {after}"))
     sets = len(layout.hardware_dirs(args.root))
     console.print(
-        escape(f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} file(s) differ")
+        shown(f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} file(s) differ")
     )
     return 1 if (args.check and changed) else 0
 
@@ -444,7 +440,7 @@ def _main(argv: Sequence[str] | None) -> int:
         RefusedOutput,
         OSError,
     ) as exc:
-        print(f"error: {exc}", file=sys.stderr)  # one line, whatever the terminal's width (a full
+        say(f"error: {exc}", err=True)  # one line, whatever the terminal's width (a full
         return 1  # disk too: what was being written is left out, the previous artifacts stay)
     except KeyboardInterrupt:
         console.print("interrupted: the previous artifacts are left as they were")

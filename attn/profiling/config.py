@@ -9,6 +9,7 @@ import torch
 from attn import specs
 from attn.profiling.environment import is_gpu
 from attn.profiling.flags import DTYPE_NAMES, ProfilingError
+from attn.traces.reading import available_memory
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 # A decode step: 32 query heads over 8 KV heads (Llama-style grouped-query attention), head_dim 64.
@@ -63,15 +64,12 @@ def available_bytes(device: str) -> int | None:
     """Memory free for new tensors on the device (None where it cannot be read)."""
     if is_gpu(device):
         return torch.cuda.mem_get_info(torch.device(device))[0]
-    try:  # Linux: what can be allocated without swapping, page cache included
-        with open("/proc/meminfo") as f:
-            info = dict(line.split(":", 1) for line in f)
-        return int(info["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return None
+    return available_memory()
 
 
-def check_fits(config: ProfileConfig) -> None:
+def check_fits(
+    config: ProfileConfig, flags: str = "--batch, --heads, --seq, --seq-k or --head-dim"
+) -> None:
     """ProfilingError, before anything is allocated, when q, k, v and the output alone (the least
     any variant holds; a score matrix comes on top) do not fit in the memory free on the device:
     the kernel's OOM killer ended such a run with no message."""
@@ -86,8 +84,15 @@ def check_fits(config: ProfileConfig) -> None:
         raise ProfilingError(
             f"the shape {shape} ({config.dtype}) needs {need / 2**30:,.1f} GiB for its inputs and "
             f"output alone, and {config.device} has {free / 2**30:,.1f} GiB free: give a smaller "
-            "--batch, --heads, --seq, --seq-k or --head-dim"
+            f"{flags}"
         )
+
+
+def check_all_fit(names: list[str], config: ProfileConfig) -> None:
+    """check_fits for each named variant's config (a decode step has its own shape), before any
+    of them runs."""
+    for name in names:
+        check_fits(config_for(name, config))
 
 
 def default_device() -> str:

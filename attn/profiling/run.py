@@ -7,7 +7,6 @@ summary that says why. After each run the set's environment, overview and manife
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,13 +18,14 @@ from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.flags import ProfilingError
-from attn.profiling.launch import run_script
+from attn.profiling.launch import last_line, run_script
 from attn.traces import layout
 from attn.traces.analyze import focus, write_artifacts
 from attn.traces.atomic import atomic_folder, remove_stale_scratch, scratch_prefix, write_json
 from attn.traces.backward import SAVED_KEY
 from attn.traces.diff import write_diffs
 from attn.traces.overview import write_overview
+from attn.traces.terminal import say
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
 from attn.variant import Variant
 
@@ -113,7 +113,7 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     except viewer.ViewerUnavailable as e:
         if not _skipped_viewer:
             _skipped_viewer.append(str(e))
-            print(f"viewer.png skipped: {e}", file=sys.stderr)
+            say(f"viewer.png skipped: {e}", err=True)
         return None
     # Where the marked event is, as fractions of the picture's width: a phone scrolls to it.
     write_json(folder / layout.SUMMARY, {**summary, "viewer": {"selected": facts["selected"],
@@ -157,10 +157,9 @@ def profile_example(
         status = run_script(argv, log, preloaded=not is_gpu(config.device))
         written = Path(scratch) / variant.name
         if status != 0 or not (written / layout.TRACE).is_file():
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
             raise ProfilingError(
                 f"{' '.join(script)} exited with {status} and no {variant.name}/"
-                f"{layout.TRACE}: {tail[0]}"
+                f"{layout.TRACE}: {last_line(log)}"
             )
         table_path = written / layout.TABLE_TXT
         table = table_path.read_text() if table_path.is_file() else None

@@ -13,6 +13,8 @@ from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import device, out_folder, positive
 from attn.traces import layout
+from attn.traces.atomic import RefusedOutput
+from attn.traces.terminal import say
 from attn.variant import Variant
 
 
@@ -59,6 +61,11 @@ def seq_main(module, argv: list[str] | None) -> int:
     )
     args = p.parse_args(argv)
     seqs = tuple(args.seqs or module.SEQS[torch.device(args.device).type])
+    try:  # before the sweep: a folder at scaling.svg is said now, not after minutes
+        layout.check_figure(Path(args.out) / hardware_slug(args.device), stem)
+    except RefusedOutput as e:
+        say(f"error: {e}", err=True)
+        return 1
     rows = module.sweep(args.device, seqs)
     folder = module.write(args.out, args.device, rows)
     print(f"{stem}: {len(rows)} rows written to {folder}/{stem}.json and {stem}.svg")

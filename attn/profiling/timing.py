@@ -38,24 +38,24 @@ def measure(
     max_rounds: int = 200,
     block_s: float = BLOCK_S,
     progress: Callable[[str], None] | None = None,
+    failed: Callable[[str, Exception], None] | None = None,
 ) -> dict[str, Timed]:
     """Each call timed interleaved, round by round, warm: at least `min_rounds` rounds, then more
     until every call's interquartile range is within `precision` of its median or `budget_s` seconds
     have gone, at most `max_rounds`. A block is as many calls as fill `block_s` (one at least).
-    `progress` hears of each warm-up and of each round done."""
+    `progress` hears of each warm-up and of each round done. With `failed`, a call that raises as
+    it warms up (a compile that fails) is told to it and left out; without, the error stops all."""
     say = progress or (lambda _: None)
     if not calls:
         return {}
     # A block no longer than the budget allows for the least rounds: a small budget, small blocks.
     block_s = max(min(block_s, budget_s / (min_rounds * len(calls))), 1e-4)
-    number, blocks = {}, {label: [] for label in calls}
     with torch.no_grad():
-        for label, fn in calls.items():
-            say(f"warming up {label}")
-            fn()  # the first call builds masks, compiles, fills caches: not timed
-            begin = clock()
-            fn()
-            number[label] = max(1, int(block_s / max(clock() - begin, 1e-9)))
+        number = _warm(calls, block_s, say, failed)
+        calls = {label: fn for label, fn in calls.items() if label in number}
+        if not calls:
+            return {}
+        blocks: dict[str, list[float]] = {label: [] for label in calls}
         start = clock()
         for round_ in range(max_rounds):
             for label, fn in calls.items():
@@ -71,6 +71,30 @@ def measure(
             ):
                 break
     return {label: _timed(m) for label, m in found.items()}
+
+
+def _warm(
+    calls: Mapping[str, Callable[[], object]],
+    block_s: float,
+    say: Callable[[str], None],
+    failed: Callable[[str, Exception], None] | None,
+) -> dict[str, int]:
+    """Each call made twice untimed (the first builds masks, compiles, fills caches; the second
+    sizes its block): how many calls make a block, for each call that did not fail."""
+    number = {}
+    for label, fn in calls.items():
+        say(f"warming up {label}")
+        try:
+            fn()
+            begin = clock()
+            fn()
+        except Exception as exc:
+            if failed is None:
+                raise
+            failed(label, exc)
+            continue
+        number[label] = max(1, int(block_s / max(clock() - begin, 1e-9)))
+    return number
 
 
 def _measurement(label: str, number: int, blocks: list[float]) -> Measurement:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -27,9 +28,10 @@ from attn.profiling.run import why_not_here
 from attn.profiling.timing import PRECISION, measure
 from attn.profiling.training import training_step
 from attn.traces import layout
-from attn.traces.atomic import write_json
+from attn.traces.atomic import RefusedOutput, check_output, replace_file, write_json
 from attn.traces.intervals import INTERVAL
 from attn.traces.overview import write_overview
+from attn.traces.terminal import say, shown
 
 SCORE_CLONE = "score_clone"  # the label of the clone of one score matrix
 
@@ -86,8 +88,23 @@ def every(seconds: float, say: Callable[[str], None]) -> Callable[[str], None]:
     return maybe
 
 
-def run(base: ProfileConfig, names: list[str], budget_s: float, say: Callable[[str], None]) -> dict:
-    """Time every group of variants (their calls interleaved), each within its share of the budget."""
+def run(
+    base: ProfileConfig,
+    names: list[str],
+    budget_s: float,
+    say: Callable[[str], None],
+    failed: list[str] | None = None,
+) -> dict:
+    """Time every group of variants (their calls interleaved), each within its share of the budget.
+    A variant that fails (its compile, its first call) is said in one line, appended to `failed`
+    and left out; the others are timed."""
+
+    def fails(name: str, exc: Exception) -> None:
+        why = next((line for line in str(exc).splitlines() if line.strip()), "")
+        say(shown(f"timing: {name} failed and is left out ({type(exc).__name__}: {why})"))
+        if failed is not None:
+            failed.append(name)
+
     before = load_now()
     found = groups(base, names)
     rows, extras = [], {}
@@ -96,7 +113,9 @@ def run(base: ProfileConfig, names: list[str], budget_s: float, say: Callable[[s
         calls = calls_for(config, group)
         if specs.REFERENCE in group:  # in the same rounds as the forwards it belongs to
             calls[SCORE_CLONE], nbytes = score_clone(config)
-        timed = measure(calls, budget_s=budget_s / len(found), progress=every(20.0, say))
+        timed = measure(
+            calls, budget_s=budget_s / len(found), progress=every(20.0, say), failed=fails
+        )
         if SCORE_CLONE in timed:
             extras[SCORE_CLONE] = {"bytes": nbytes, **timed.pop(SCORE_CLONE).row()}
         for name, t in timed.items():
@@ -120,17 +139,56 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dev = args.device
     console = wide_console()
+    folder = layout.hardware_dir(args.out, hardware_slug(dev))
+    try:  # what the end writes, checked before minutes of timing
+        check_set(folder)
+    except (RefusedOutput, layout.BrokenSet) as e:
+        say(f"error: {e}", err=True)
+        return 1
     if busy := busy_line(load_before_a_run()):
         console.print(busy)
-    result = run(default_config(dev), specs.names(), args.budget, console.print)
-    folder = layout.hardware_dir(args.out, hardware_slug(dev))
+    failed: list[str] = []
+    result = run(default_config(dev), specs.names(), args.budget, console.print, failed)
+    try:
+        if result["rows"]:
+            write_set(folder, result)
+            print(f"timing: {len(result['rows'])} variants timed into {folder / layout.TIMING}")
+    except (RefusedOutput, layout.BrokenSet, OSError) as e:  # changed since the check: said
+        say(f"error: {e}", err=True)
+        return 1
+    if failed:
+        say(f"error: {', '.join(failed)} failed (said above): not in {layout.TIMING}", err=True)
+    return 1 if failed else 0
+
+
+def check_set(folder: Path) -> None:
+    """RefusedOutput or BrokenSet, naming the file, when the set cannot be rewritten: timing.json,
+    overview.svg or index.json not a file that can be replaced, or a summary the overview and the
+    index read that is not JSON (a cut one left timing.json new and the overview old)."""
+    for name in (layout.TIMING, layout.OVERVIEW, layout.MANIFEST):
+        check_output(folder / name)
+    if folder.is_dir():
+        layout.summaries_of(folder)
+
+
+def write_set(folder: Path, result: dict) -> None:
+    """timing.json, then the overview (its bars: these medians, their ranges) and the index; if
+    one cannot be written, the files before are put back: the set changes whole or not at all."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / layout.TIMING, result)
-    write_overview(folder, specs.names(), specs.REFERENCE)  # its bars: these medians, their ranges
-    if (folder / layout.MANIFEST).is_file():
-        layout.write_manifest(folder)
-    print(f"timing: {len(result['rows'])} variants timed into {folder / layout.TIMING}")
-    return 0
+    paths = [folder / name for name in (layout.TIMING, layout.OVERVIEW, layout.MANIFEST)]
+    before = {p: p.read_bytes() for p in paths if p.is_file()}
+    try:
+        write_json(paths[0], result)
+        write_overview(folder, specs.names(), specs.REFERENCE)
+        if paths[2].is_file():
+            layout.write_manifest(folder)
+    except BaseException:
+        for path in paths:
+            if path in before:
+                replace_file(path, lambda p, data=before[path]: p.write_bytes(data))
+            else:
+                path.unlink(missing_ok=True)
+        raise
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from attn.traces.atomic import RefusedOutput, check_output, replace_file
+from attn.traces.terminal import say
 from attn.traces.trace import TraceFormatError, read_trace
 
 log = logging.getLogger(__name__)
@@ -419,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             print(dest)
     except (ViewerUnavailable, TraceFormatError, RefusedOutput, RuntimeError, OSError) as error:
-        print(error, file=sys.stderr)  # a read-only folder for the PNG too: one line
+        say(error, err=True)  # a read-only folder for the PNG too: one line
         return 1
     return 0
 

@@ -47,6 +47,11 @@ def check_output(path: Path, inputs: tuple[Path, ...] = ()) -> Path:
             raise RefusedOutput(f"{path} is an input of this command: give another output file")
     if path.is_symlink() or (path.exists() and not stat.S_ISREG(path.stat().st_mode)):
         raise RefusedOutput(f"{path} is not a plain file: give a file name to write")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())  # rest: made
+    if not folder.is_dir():
+        raise RefusedOutput(f"{path} cannot be written: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RefusedOutput(f"{path} cannot be written: {folder} is not writable")
     return path
 
 
@@ -56,19 +61,30 @@ def replace_file(path: Path, write: Callable[[Path], None]) -> Path:
     Each call has a unique scratch name, so concurrent writers never share one; the last rename
     wins and a reader sees one whole file or the other.
     """
-    path = check_output(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(
-        prefix=scratch_prefix(path.stem), suffix=path.suffix, dir=path.parent
-    )
-    os.close(fd)
-    tmp = with_umask(Path(name))
+    replace_files({path: write})
+    return Path(path)
+
+
+def replace_files(writes: dict[Path, Callable[[Path], None]]) -> None:
+    """replace_file for several files that go together (a figure's rows and its drawing): each is
+    checked, then each written to scratch, and only when all are written is any renamed over its
+    target, so a failure in one leaves every target as it was."""
+    paths = [check_output(path) for path in writes]
+    scratch: list[Path] = []
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        for path, write in zip(paths, writes.values(), strict=True):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(
+                prefix=scratch_prefix(path.stem), suffix=path.suffix, dir=path.parent
+            )
+            os.close(fd)
+            scratch.append(with_umask(Path(name)))
+            write(scratch[-1])
+        for tmp, path in zip(scratch, paths, strict=True):
+            os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
-    return path
+        for tmp in scratch:
+            tmp.unlink(missing_ok=True)
 
 
 def with_umask(path: Path) -> Path:
@@ -181,7 +197,11 @@ def atomic_folder(dest: Path) -> Iterator[Path]:
 
 
 def write_rows(folder: Path, stem: str, rows: list[dict], draw: Callable[[Path], None]) -> Path:
-    """Write `<stem>.json` (the rows) and `<stem>.svg` (drawn by `draw`) into folder, atomically."""
-    replace_file(folder / f"{stem}.json", lambda p: p.write_text(json.dumps(rows, indent=1) + "\n"))
-    replace_file(folder / f"{stem}.svg", draw)
+    """Write `<stem>.json` (the rows) and `<stem>.svg` (drawn by `draw`) into folder, the pair
+    whole or neither (a folder at benchmark.svg left benchmark.json new beside the old picture)."""
+    folder = Path(folder)
+    replace_files({
+        folder / f"{stem}.json": lambda p: p.write_text(json.dumps(rows, indent=1) + "\n"),
+        folder / f"{stem}.svg": draw,
+    })  # fmt: skip
     return folder

@@ -20,8 +20,8 @@ from pathlib import Path
 from attn.traces import intervals, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.diff import KIND_ORDER, diff, name_rank, print_diff
-from attn.traces.markdown import visible
 from attn.traces.scrub import Scrubber
+from attn.traces.terminal import say
 from attn.traces.trace import TraceFormatError
 from attn.traces.units import bytes_text, count_text
 
@@ -344,13 +344,13 @@ def report(result: dict, everything: bool = False) -> None:
         if len(result["pairs"]) == 1 or moved or everything:
             print_diff(data, everything)
         else:
-            print(visible(f"{_label(data)}: {data['headline']}"))
+            say(f"{_label(data)}: {data['headline']}")
     for note in result["notes"]:
-        print(visible(f"note: {note}"))
+        say(f"note: {note}")
     for found in result["cannot_tell"]:
-        print(visible(f"cannot tell: {line(found)}"))
+        say(f"cannot tell: {line(found)}")
     for found in result["regressions"]:
-        print(visible(f"regression: {line(found)}"))
+        say(f"regression: {line(found)}")
     if result["passed"]:
         print(f"no regression (fail on {', '.join(result['fail_on'])})")
 
@@ -365,9 +365,9 @@ def run(args: argparse.Namespace) -> int:
         report(result, args.all)
         if args.json is not None:  # a file to share, as a published trace is: no local path
             write_json(args.json, Scrubber().value(result))
-            print(visible(f"written: {args.json}"))
+            say(f"written: {args.json}")
     except (TraceFormatError, intervals.BadTiming, RefusedOutput, OSError) as exc:
-        print(visible(f"error: {exc}"), file=sys.stderr)
+        say(f"error: {exc}", err=True)
         return 2
     return 1 if result["passed"] is False else 0
 

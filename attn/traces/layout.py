@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attn.traces.atomic import write_json, write_rows
+from attn.traces.atomic import check_output, write_json, write_rows
 
 MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
@@ -102,6 +102,22 @@ def hardware_dirs(root: Path) -> list[Path]:
     )
 
 
+def read_summary(path: Path) -> dict:
+    """A variant's summary.json; BrokenSet naming it when it is not a JSON object (cut short)."""
+    try:
+        summary = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise BrokenSet(f"{path} cannot be read as JSON ({e}): rerun the profile") from e
+    if not isinstance(summary, dict):
+        raise BrokenSet(f"{path} is not a summary (not a JSON object): rerun the profile")
+    return summary
+
+
+def summaries_of(hardware_folder: Path) -> list[dict]:
+    """Every variant's summary in a set, in folder order (BrokenSet naming one that is cut)."""
+    return [read_summary(vdir / SUMMARY) for vdir in variant_dirs(hardware_folder)]
+
+
 def manifest(hardware_folder: Path) -> dict:
     """The manifest of a set, built from what is there: each variant's files, shape and stamp."""
     folder = Path(hardware_folder)
@@ -109,7 +125,7 @@ def manifest(hardware_folder: Path) -> dict:
     env = json.loads(env_path.read_text()) if env_path.is_file() else {}
     variants = {}
     for vdir in variant_dirs(folder):
-        summary = json.loads((vdir / SUMMARY).read_text())
+        summary = read_summary(vdir / SUMMARY)
         variants[vdir.name] = {
             "available": bool(summary.get("available")),
             "files": [f for f in VARIANT_FILES if (vdir / f).is_file()],
@@ -132,6 +148,13 @@ def manifest(hardware_folder: Path) -> dict:
 
 def write_manifest(hardware_folder: Path) -> Path:
     return write_json(Path(hardware_folder) / MANIFEST, manifest(hardware_folder))
+
+
+def check_figure(folder: Path, stem: str) -> None:
+    """RefusedOutput naming the file, before the work, where `<stem>.json`, `<stem>.svg` or the
+    set's index is not a file that can be replaced."""
+    for name in (f"{stem}.json", f"{stem}.svg", MANIFEST):
+        check_output(Path(folder) / name)
 
 
 def write_figure(folder: Path, stem: str, rows: list[dict], draw) -> Path:

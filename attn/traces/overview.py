@@ -19,7 +19,7 @@ def summaries(folder: Path, names: Sequence[str] = ()) -> list[dict]:
     order; others last); training steps left out (their forward runs under autograd: no match for
     an inference forward)."""
     order = {name: i for i, name in enumerate(names)}
-    found = [json.loads((d / layout.SUMMARY).read_text()) for d in layout.variant_dirs(folder)]
+    found = layout.summaries_of(folder)
     timing = Path(folder) / layout.TIMING
     timed = {}
     if timing.is_file():  # the timing pass's rows, by variant

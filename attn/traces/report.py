@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape as _markup
 from rich.table import Table
 
-from attn.traces.markdown import visible
+from attn.traces.terminal import shown
 from attn.traces.trace import EPS_US
 from attn.traces.units import count_text, time_text
 
 HEADERS = ("implementation", "pass", "compiled", "where", "shapes", "calls", "kernels",
            "device time", "share")  # fmt: skip
-
-
-def shown(text: object) -> str:
-    """A name from the trace for the terminal: no rich markup, no escape sequence."""
-    return _markup(visible(str(text)))
 
 
 def _time_cell(r: dict) -> str:

@@ -137,7 +137,10 @@ class Scrubber:
     def learn(self, hosts: list[str]) -> None:
         """Redact these host names wherever they appear from now on."""
         self.hosts = sorted({*self.hosts, *(h for h in hosts if len(h) >= 3)})
-        alternatives = "|".join(rf"(?<![\w-]){re.escape(h)}(?![\w-])" for h in self.hosts)
+        # The whole host name: its domain too (alice-laptop.corp.example, not <redacted>.corp...).
+        alternatives = "|".join(
+            rf"(?<![\w-]){re.escape(h)}(?:\.[\w-]+)*(?![\w-])" for h in self.hosts
+        )
         self.host = re.compile(alternatives, re.I) if self.hosts else None
         self._done.clear()
         self.__dict__.pop("markers", None)

@@ -46,6 +46,7 @@ MIN_WIDTH_FRACTION = (
 )
 PLOT_PX = 550  # the plot's width on the page, in pixels (the axes take about 80% of 690 px)
 MAX_BARS, MAX_LABELS = 3000, 300  # with axes, ticks and legend: under 5,000 SVG elements in all
+MAX_CPU_ROWS = 16  # a stack 20,000 calls deep drew 20,000 rows: the deepest levels share one
 MIXED_COLOR = "#5f5f5f"  # a span of many short events of different kinds
 GAP_FRACTION = 0.15  # idle stretches longer than this share of the range are cut short
 GAP_DRAWN = 0.03  # ... to this share of the drawing
@@ -101,12 +102,18 @@ def _number(x) -> tuple:
 
 
 def lanes(forward: Forward) -> list[tuple[str, list[Event]]]:
-    """(row title, events) from top to bottom: CPU rows by nesting depth, then each GPU stream."""
+    """(row title, events) from top to bottom: CPU rows by nesting depth, then each GPU stream.
+    Levels past MAX_CPU_ROWS share the last CPU row, whose title says how many it holds."""
     cpu = [forward.range, *forward.cpu_events]
     rows: dict[int, list[Event]] = {}
+    deepest = 0
     for e, d in zip(cpu, depths(cpu), strict=True):
-        rows.setdefault(d, []).append(e)
-    result = [("CPU" if d == 0 else "", rows[d]) for d in sorted(rows)]
+        rows.setdefault(min(d, MAX_CPU_ROWS - 1), []).append(e)
+        deepest = max(deepest, d)
+    titles = {0: "CPU"}
+    if deepest >= MAX_CPU_ROWS:
+        titles[MAX_CPU_ROWS - 1] = f"{deepest - MAX_CPU_ROWS + 2:,} levels folded"
+    result = [(titles.get(d, ""), rows[d]) for d in sorted(rows)]
     streams: dict[tuple, list[Event]] = {}
     for e in forward.device_events:
         streams.setdefault((e.pid, e.tid), []).append(e)

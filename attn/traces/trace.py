@@ -16,7 +16,6 @@ import functools
 import gc
 import json
 import math
-import os
 import re
 import statistics
 import zlib
@@ -28,6 +27,7 @@ import numpy as np
 import orjson
 
 from attn.traces.patterns import ATEN
+from attn.traces.reading import TraceFormatError, read_text
 
 FORWARD_RANGE = "attn_fwd"
 BACKWARD_RANGE = "attn_bwd"  # a training step's backward (its ops may run on another thread)
@@ -51,12 +51,9 @@ OLD_CATEGORIES = {  # torch 1.8-1.10 -> today
 CPU_DEVICE_TYPE = 0  # "Device Type" of a [memory] event: c10::DeviceType, 0 CPU, 1 CUDA
 EPS_US = 1e-3  # timestamps are floats in microseconds
 MAX_TIME_US = 1e17  # about 3,000 years: a timestamp or duration past it is corrupt, not data
-MAX_DEFLATE_RATIO = 1032  # the most deflate can inflate a byte to: below the cap needs no check
-CHUNK_BYTES = 16 * 2**20  # inflated at a time while a large trace's size is checked
-
-
-class TraceFormatError(ValueError):
-    """The file is not a Chrome trace this module can read; the message says why, in one line."""
+# Where orjson stops and the standard library reads on: NaN, Infinity, a number past a double.
+NONSTANDARD_NUMBER = frozenset(b"NI-0123456789")
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class Event(NamedTuple):
@@ -84,84 +81,29 @@ class Event(NamedTuple):
         return self.ts - EPS_US <= other.ts and other.end <= self.end + EPS_US
 
 
-def _max_trace_bytes() -> int:
-    """The most a trace may decompress to: a bomb of a few kilobytes must not take the machine."""
-    text = os.environ.get("ATTN_MAX_TRACE_GIB", "4")
+def parse_json(data: bytes | bytearray):
+    """JSON text as Python values: orjson (fast), else the standard library where orjson stops at
+    what only it reads (NaN, Infinity, a number past a double); other text is refused at once,
+    never decoded a second time."""
+    bom = len(UTF8_BOM) if data[:3] == UTF8_BOM else 0  # as Windows tools write it
     try:
-        gib = float(text)
-    except ValueError:
-        gib = math.nan
-    if not (math.isfinite(gib) and gib > 0):
-        raise TraceFormatError(f"ATTN_MAX_TRACE_GIB is {text!r}: give a size in GiB, such as 8")
-    return int(gib * 2**30)
-
-
-def _too_large(where: str, limit: int) -> TraceFormatError:
-    return TraceFormatError(
-        f"{where}: decompresses to more than {limit / 2**30:g} GiB; set ATTN_MAX_TRACE_GIB to allow it"
-    )
-
-
-def _check_inflated_size(data: bytes, limit: int, where: str) -> None:
-    """Inflate a chunk at a time, keeping nothing, and refuse once past `limit` bytes: a trace too
-    large is refused in the memory of one chunk, not of the cap."""
-    total, rest = 0, data
-    while rest:  # a .gz file may hold several members, one after another
-        inflate = zlib.decompressobj(wbits=31)
-        while True:
-            total += len(inflate.decompress(rest, CHUNK_BYTES))
-            if total > limit:
-                raise _too_large(where, limit)
-            rest = inflate.unconsumed_tail
-            if inflate.eof or not rest:
-                break
-        while not inflate.eof and (chunk := inflate.decompress(b"", CHUNK_BYTES)):
-            total += len(chunk)  # output still held inside after the last input went in
-            if total > limit:
-                raise _too_large(where, limit)
-        if not inflate.eof:
-            raise EOFError("the gzip stream is cut short")
-        rest = inflate.unused_data
-
-
-def _decompress(data: bytes, limit: int, where: str) -> bytes:
-    """gzip data inflated, refused in one line once it passes `limit` bytes (memory stays bounded)."""
-    if len(data) * MAX_DEFLATE_RATIO > limit:  # it could pass the cap: measure before keeping it
-        _check_inflated_size(data, limit, where)
-    out, rest = [], data
-    while rest:  # a .gz file may hold several members, one after another
-        inflate = zlib.decompressobj(wbits=31)
-        out.append(inflate.decompress(rest, limit + 1 - sum(map(len, out))))
-        if inflate.unconsumed_tail or sum(map(len, out)) > limit:
-            raise _too_large(where, limit)
-        if not inflate.eof:
-            raise EOFError("the gzip stream is cut short")
-        rest = inflate.unused_data
-    return b"".join(out)
-
-
-def parse_json(data: bytes | str):
-    """JSON text as Python values: orjson (fast), else the standard library (NaN, huge integers)."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
+        return orjson.loads(memoryview(data)[bom:] if bom else data)
+    except orjson.JSONDecodeError as e:
+        if "depth limit" in str(e):
+            raise RecursionError from None
+        at = bom + e.pos
+        if at >= len(data) or data[at] not in NONSTANDARD_NUMBER:
+            raise
+        return json.loads(data)  # the standard library skips a byte-order mark too
 
 
 def load_trace(path: Path | str) -> dict:
     """A trace file (`.json` or `.json.gz`) as a dict; TraceFormatError naming the problem."""
     path = Path(path)
-    limit = _max_trace_bytes()
     try:
         with path.open("rb") as f:
-            raw = f.read(limit + 1)
-        if raw[:2] == b"\x1f\x8b":
-            raw = _decompress(raw, limit, str(path))
-        elif len(raw) > limit:
-            raise TraceFormatError(
-                f"{path}: larger than {limit / 2**30:g} GiB; set ATTN_MAX_TRACE_GIB to allow it"
-            )
-        trace = parse_json(raw)
+            text = read_text(str(path), f)
+        trace = parse_json(text)
     except OSError as e:
         raise TraceFormatError(f"{path}: cannot read it ({e.strerror or e})") from e
     except RecursionError:  # orjson stops at 1024 levels, the standard library at the stack
