@@ -332,7 +332,7 @@ SPECS: tuple[Spec, ...] = (
                 peak_in_score_matrices(2)),
         ),
         diff_with=("sdpa_math",), sweeps=("scaling", "benchmark"), holds_scores=True,
-        teaches=("out_of_place_masked_fill",),
+        teaches=("out_of_place_masked_fill", "out_of_place_score_ops"),
     ),
     sdpa(
         "math", "SDPA: math backend",

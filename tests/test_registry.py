@@ -80,6 +80,7 @@ def _strings(path: Path) -> list[str]:
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
         and id(node) not in docstrings
+        and "%(prog)s" not in node.value  # a --help example names variants as a reader types them
     ]
 
 

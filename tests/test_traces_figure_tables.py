@@ -74,7 +74,7 @@ def test_benchmark_table_lists_ratios_to_flash_with_the_shape():
         "memory 29 GB/s (a triad). A large `torch.mm`, timed beside the kernels, reaches 25% of "
         "the float32 peak."
     ) in out
-    assert "custom_cpu multiplied its bf16 tiles with: fp32." in out
+    assert "`custom_cpu` multiplied its tiles with: fp32 in float32." in out
     row = (
         "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
         "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"

@@ -91,13 +91,20 @@ def peak_lines(rows: list[dict]) -> list[str]:
     ]  # fmt: skip
     mm = {r.get("dtype"): r for r in rows if r.get("mm_peak_share") is not None}
     gemm = ", ".join(f"{r['mm_peak_share']:.0%} of the {md.text(d)} peak" for d, r in mm.items())
-    paths = sorted({md.text(r["path"]) for r in rows if r.get("path")})
+    paths: dict[str, dict[str, str]] = {}  # variant -> dtype -> how it multiplied its tiles
+    for r in (r for r in rows if r.get("path")):
+        paths.setdefault(md.code(r["variant"]), {})[md.text(r.get("dtype"))] = md.text(r["path"])
     return [
         f"Peaks measured in this run: {', '.join(m for m in measured if m)}. A large "
         f"`torch.mm`, timed beside the kernels, reaches {gemm or 'no share of them'}. The last "
         "column is each kernel's FLOP/s as a share of its dtype's peak; a causal row counts the "
         "triangle of the products it computes, half the square."
-        + (f" custom_cpu multiplied its bf16 tiles with: {', '.join(paths)}." if paths else ""),
+        + "".join(
+            f" {v} multiplied its tiles with: "
+            + ", ".join(f"{p} in {d}" for d, p in by_dtype.items())
+            + "."
+            for v, by_dtype in paths.items()
+        ),
         "",
     ]
 

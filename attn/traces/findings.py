@@ -121,7 +121,6 @@ def _eager(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     "Work on the score matrix in place (mul_, add_, masked_fill_; or scale q before the product, "
     "or pass the bias as attn_mask to F.scaled_dot_product_attention): each out-of-place op on it "
     "writes a whole new [seq_q, seq_k] matrix.",
-    page="inplace.md",
 )
 def _out_of_place_scores(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """Eager calls' ops on the score matrix between Q.K^T and P.V that write a new one: out of
