@@ -77,7 +77,7 @@ def ceiling_lines(ceilings: dict, on_cpu: bool) -> list[str]:
     if not ceilings:
         return []
     gemm = "a large `torch.mm`" if on_cpu else "a large `torch.mm` (cuBLAS)"
-    each = ", ".join(f"{t:.3g} TFLOP/s in {d}" for d, t in ceilings.items())
+    each = ", ".join(f"{t:.3g} TFLOP/s in {md.text(d)}" for d, t in ceilings.items())
     return [
         f"This machine's matmul ceiling, {gemm} timed in the same run: {each}. The last column "
         "is the variant's FLOP/s as a share of it (causal rows count the half of the products "
@@ -183,8 +183,8 @@ def monotonic_lines(steps: list[dict]) -> list[str]:
     lines = ["Where a longer cache took less time than a shorter one:", ""]
     for a, b, beyond in found:
         lines.append(
-            f"- {a['impl']}, batch {a['batch']}: cache {a['cache_len']} {time_text(a['time_us'])} → "
-            f"cache {b['cache_len']} {time_text(b['time_us'])}, "
+            f"- {md.text(a['impl'])}, batch {a['batch']}: cache {a['cache_len']} "
+            f"{time_text(a['time_us'])} → cache {b['cache_len']} {time_text(b['time_us'])}, "
             f"{_why(beyond, _pair(a, b) in everyone)}."
         )
     return lines
