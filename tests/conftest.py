@@ -37,34 +37,41 @@ def pytest_collection_modifyitems(config, items):
 
 # --- one built site for tests/test_site.py and tests/test_browser.py ------------------------------
 
+COMMITTED_CPU = "cpu-amd-epyc"  # the committed set; the fake sets below are copies of it
 FAKE_GPU_SLUG, FAKE_GPU_NAME = "nvidia-test-gpu", "NVIDIA Test GPU"
+# A second CPU, as `nox -s profile_examples` adds on a machine whose model has no committed set.
+SECOND_CPU_SLUG, SECOND_CPU_MODEL = "cpu-intel-xeon-test", "Intel(R) Xeon(R) Test Processor"
 
 
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory):
-    """`mkdocs build --strict` of the docs from a copy of profiles/ plus a second, fake GPU set.
+def _update(path: Path, **fields) -> None:
+    if path.exists():
+        path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
 
-    The fake set is profiles/cpu-amd-epyc/ relabelled as a GPU, so every profile marker renders two tabs.
-    Returns the site folder (sitemaps, search index and all).
-    """
+
+def copy_set(profiles: Path, slug: str, **fields) -> Path:
+    """A copy of the committed CPU set at profiles/<slug>, its environment, manifest and summaries
+    saying `fields` (device_name, device_type, cpu_model, ...) and its slug; kept if already there."""
+    folder = profiles / slug
+    if folder.exists():
+        return folder
+    shutil.copytree(Path(__file__).resolve().parents[1] / "profiles" / COMMITTED_CPU, folder)
+    _update(folder / "environment.json", **fields, hardware=slug)
+    _update(folder / "index.json", **fields, hardware=slug)
+    for summary in folder.glob("*/summary.json"):
+        _update(summary, **{k: v for k, v in fields.items() if k != "cpu_model"}, hardware=slug)
+    return folder
+
+
+def add_fake_sets(profiles: Path) -> None:
+    """A fake GPU set and a second CPU set beside the sets of profiles/: every profile marker
+    renders a tab per set, and no test may count on one CPU tab."""
+    copy_set(profiles, FAKE_GPU_SLUG, device_type="cuda", device_name=FAKE_GPU_NAME)
+    copy_set(profiles, SECOND_CPU_SLUG, device_name=SECOND_CPU_MODEL, cpu_model=SECOND_CPU_MODEL)
+
+
+def build_site(profiles: Path, site: Path) -> subprocess.CompletedProcess:
+    """`mkdocs build --strict` of the docs from the sets under `profiles`, into `site`."""
     root = Path(__file__).resolve().parents[1]
-    if not (root / "profiles/cpu-amd-epyc").is_dir():
-        pytest.skip("no profiles/cpu-amd-epyc/ in this checkout: nothing to build the site from")
-    work = tmp_path_factory.mktemp("built_site")
-    profiles = work / "profiles"
-    shutil.copytree(root / "profiles", profiles)
-    fake = profiles / FAKE_GPU_SLUG
-    if not fake.exists():
-        shutil.copytree(root / "profiles/cpu-amd-epyc", fake)
-        env_path = fake / "environment.json"
-        env = json.loads(env_path.read_text()) if env_path.exists() else {}
-        env.update(device_type="cuda", device_name=FAKE_GPU_NAME, hardware=FAKE_GPU_SLUG)
-        env_path.write_text(json.dumps(env))
-        index_path = fake / "index.json"  # the manifest names the set's device too
-        index = json.loads(index_path.read_text())
-        index.update(device_type="cuda", device_name=FAKE_GPU_NAME, hardware=FAKE_GPU_SLUG)
-        index_path.write_text(json.dumps(index))
-    site = work / "site"
     env = {
         **os.environ,
         "ATTN_PROFILES_DIR": str(profiles),
@@ -72,7 +79,25 @@ def built_site(tmp_path_factory):
         "JUPYTER_CONFIG_PATH": str(root / "docs/jupyter"),
     }
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
-    run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """`mkdocs build --strict` of the docs from a copy of profiles/ plus the fake sets (a GPU and a
+    second CPU, add_fake_sets). Returns the site folder (sitemaps, search index and all); the
+    sets it was built from are in built_site.parent / "profiles"."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "profiles" / COMMITTED_CPU).is_dir():
+        pytest.skip(
+            f"no profiles/{COMMITTED_CPU}/ in this checkout: nothing to build the site from"
+        )
+    work = tmp_path_factory.mktemp("built_site")
+    profiles = work / "profiles"
+    shutil.copytree(root / "profiles", profiles)
+    add_fake_sets(profiles)
+    site = work / "site"
+    run = build_site(profiles, site)
     assert run.returncode == 0, f"mkdocs build --strict failed:\n{run.stderr}"
     # --strict fails on MkDocs' warnings; the notebook's kernel logs its own (over TCP, it warned).
     kernel = [line for line in run.stderr.splitlines() if "] WARNING" in line]

@@ -18,7 +18,7 @@ diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  #
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces"
-CPU_SET = next((ROOT / "profiles").glob("cpu*/index.json")).parent  # the committed CPU set
+CPU_SET = ROOT / "profiles/cpu-amd-epyc"  # the committed CPU set (profile_examples may add others)
 FIXTURE = ROOT / "tests/fixtures/cuda_naive_trace.json"
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import FAKE_GPU_NAME
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install -e .[test])"
@@ -36,7 +35,6 @@ if CHROMIUM is None:
     )
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU_SET = next((ROOT / "profiles").glob("cpu*/index.json")).parent  # the committed CPU set
 SHOTS = ROOT / "test-artifacts" / "browser"
 ARGS = [
     "--no-sandbox",
@@ -362,7 +360,9 @@ def score_matrices(summary: dict) -> str:
 
 
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
-def test_answering_a_guess_opens_the_evidence_beside_the_measured_value(site_url, browser, width):
+def test_answering_a_guess_opens_the_evidence_beside_the_measured_value(
+    built_site, site_url, browser, width
+):
     context = new_context(browser, width)
     try:
         for path in GUESS_PAGES:
@@ -386,8 +386,10 @@ def test_answering_a_guess_opens_the_evidence_beside_the_measured_value(site_url
                 answer = box.get_attribute("data-answer")
                 assert result.is_visible() and f"measured: {answer}." in result.inner_text()
                 assert box.locator(".attn-guess-answer").get_attribute("open") is not None
-            if path == "naive/":
-                summary = json.loads((CPU_SET / "naive/summary.json").read_text())
+            if path == "naive/":  # the first tab's, the one shown
+                slug = tab_titles(built_site)[0][1]
+                naive = built_site.parent / "profiles" / slug / "naive/summary.json"
+                summary = json.loads(naive.read_text())
                 assert answer == score_matrices(summary), (answer, summary["peak_memory_bytes"])
             shot(page, f"guess-{path.strip('/')}-{width}")
             page.close()
@@ -545,21 +547,56 @@ def test_every_viewer_screenshot_is_a_picture_of_something(built_site):
             assert ImageStat.Stat(grey).stddev[0] > 10 and colours > 16, f"{png} looks blank"
 
 
-def test_hardware_tabs_switch(site_url, page):
+def tab_titles(built_site: Path) -> list[tuple[str, str]]:
+    """(tab label as a page shows it, folder) of each set the site was built from, in tab order."""
+    from test_docs_hook import sets
+
+    profiles = built_site.parent / "profiles"  # conftest's built_site
+    sets.hardware_sets.cache_clear()
+    return [(h["title"], h["slug"]) for h in sets.hardware_sets(profiles)]
+
+
+def test_hardware_tabs_switch(built_site, site_url, page):
+    """A tab per set (a GPU, the committed CPU, a second CPU, and any set profiles/ holds), each
+    showing its own set's pictures."""
+    expected = tab_titles(built_site)
+    assert len({slug for _, slug in expected}) >= 3 and len(set(expected)) == len(expected)
     page.goto(site_url + "naive/")
     page.evaluate(OPEN_EVIDENCE)
     tabs = page.locator(".tabbed-set").filter(has=page.locator("img[src*='timeline.svg']")).first
     tabs.scroll_into_view_if_needed()  # the pictures load lazily, when near the screen
     labels = tabs.locator(".tabbed-labels label")
-    assert labels.all_inner_texts() == [FAKE_GPU_NAME, "CPU"]
-    gpu = tabs.locator(".tabbed-block").nth(0).locator("img[src*='timeline.svg']")
-    cpu = tabs.locator(".tabbed-block").nth(1).locator("img[src*='timeline.svg']")
-    gpu.wait_for(state="visible")
-    assert not cpu.is_visible()
-    labels.nth(1).click()
-    cpu.wait_for(state="visible")
-    assert not gpu.is_visible()
-    assert "/profiles/cpu-amd-epyc/naive/" in cpu.get_attribute("src")
+    assert labels.all_inner_texts() == [title for title, _ in expected]
+    pictures = [
+        tabs.locator(".tabbed-block").nth(i).locator("img[src*='timeline.svg']")
+        for i in range(len(expected))
+    ]
+    for i, (_, slug) in enumerate(expected):
+        labels.nth(i).click()
+        pictures[i].wait_for(state="visible")
+        assert not any(p.is_visible() for p in pictures[:i] + pictures[i + 1 :])
+        assert f"/profiles/{slug}/naive/" in pictures[i].get_attribute("src")
+
+
+VERDICT_MARKS = {True: "✓", False: "✗", None: "?"}
+
+
+def test_each_set_has_a_tab_of_its_claims(built_site, site_url, page):
+    """The claims of a variant, as checked on each set: a tab per set, each its own verdicts."""
+    expected = tab_titles(built_site)
+    page.goto(site_url + "naive/")
+    claimed = re.compile(r"^. (holds|does not hold|cannot tell):")
+    tabs = page.locator(".tabbed-set").filter(has=page.locator("li", has_text=claimed)).first
+    labels = tabs.locator(".tabbed-labels label")
+    assert labels.all_inner_texts() == [title for title, _ in expected]
+    for i, (_, slug) in enumerate(expected):
+        labels.nth(i).click()
+        items = tabs.locator(".tabbed-block").nth(i).locator("li")
+        items.first.wait_for(state="visible")
+        naive = built_site.parent / "profiles" / slug / "naive/summary.json"
+        summary = json.loads(naive.read_text())
+        shown = [text.split()[0] for text in items.all_inner_texts()]
+        assert shown == [VERDICT_MARKS[c["holds"]] for c in summary["claims"]], slug
 
 
 def test_search_finds_memcpy(site_url, page):
@@ -622,8 +659,9 @@ def test_perfetto_button_hands_the_trace_to_perfetto(built_site, site_url, perfe
     assert received["isArrayBuffer"]
     assert received["pings"] >= 2, "the page must keep pinging until the UI answers"
     assert received["origin"] == site_url.rstrip("/")
-    assert received["title"] == f"naive on {FAKE_GPU_NAME}"
-    assert received["fileName"] == "nvidia-test-gpu-naive-trace.json.gz"
+    title, slug = tab_titles(built_site)[0]  # the first tab's button
+    assert received["title"] == f"naive on {title}"
+    assert received["fileName"] == f"{slug}-naive-trace.json.gz"
     data = base64.b64decode(received["base64"])
     trace_file = built_site / "naive" / href  # ../profiles/<hardware>/naive/trace.json.gz
     assert data == trace_file.resolve().read_bytes(), "Perfetto got other bytes than the trace"
@@ -735,3 +773,70 @@ def test_a_name_from_a_set_runs_no_script_and_shows_as_text(browser, tmp_path, c
 
     ran, text = _runs_script(browser, rendered(case, write_fake_profiles(tmp_path / "profiles")))
     assert not ran and XSS in text
+
+
+# --- a hostile set --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory) -> Path:
+    """The site built from a small set whose every free-text field a page shows carries script,
+    snippet includes and Markdown's extension syntax (tests/hostile_sets.py)."""
+    import hostile_sets
+    from conftest import build_site
+
+    work = tmp_path_factory.mktemp("hostile_site")
+    hostile_sets.small_set(work / "profiles")
+    hostile_sets.poison_text(work / "profiles")
+    run = build_site(work / "profiles", work / "site")
+    assert run.returncode == 0, f"mkdocs build --strict failed:\n{run.stderr[-3000:]}"
+    return work / "site"
+
+
+def alerts_on(browser, url: str, paths: list[str]) -> list[str]:
+    """The dialogs (alert, confirm, prompt) each page raised while loading, opened whole."""
+    raised: list[str] = []
+    context = new_context(browser)
+    try:
+        for path in paths:
+            page = context.new_page()
+            page.on("dialog", lambda d, path=path: (raised.append(f"/{path}: {d.message}"), d.dismiss()))  # fmt: skip
+            page.goto(url + path, wait_until="load")
+            page.evaluate(OPEN_ALL)
+            page.wait_for_load_state("networkidle")
+            page.close()
+    finally:
+        context.close()
+    return raised
+
+
+def test_the_alert_check_sees_an_alert(browser, tmp_path):
+    """The check below can fail: the poison, put in a page as HTML, raises its dialogs."""
+    from hostile_sets import ALERT
+
+    (tmp_path / "index.html").write_text(f"<!doctype html><body>{ALERT}</body>")
+    for url in serve(tmp_path):
+        assert alerts_on(browser, url, [""]) == ["/: 1", "/: 2"]
+
+
+def test_a_site_built_from_a_hostile_set_runs_no_script_and_holds_no_file_from_outside(
+    browser, hostile_site
+):
+    """A set's names and sentences ran script on the pages, and a snippet include in one
+    published a file of the checkout; each field is now text (or refused: test_docs_hook_sets)."""
+    from hostile_sets import ALERT, OUTSIDE
+
+    texts = [p for p in hostile_site.rglob("*") if p.suffix in {".html", ".json", ".xml", ".svg"}]
+    leaked = [(p.name, s) for p in texts for s in OUTSIDE if s in p.read_text(errors="replace")]
+    assert not leaked, leaked
+    for url in serve(hostile_site):
+        assert not alerts_on(browser, url, pages_of(hostile_site))
+        page = browser.new_page()
+        try:
+            for path in ("naive/", "sdpa/", "decoding/", "custom-kernels/"):
+                page.goto(url + path)
+                page.evaluate(OPEN_ALL)
+                shown = page.locator("article").inner_text()
+                assert ALERT in shown and "--8<--" in shown, f"/{path}: the poison is not shown"
+        finally:
+            page.close()

@@ -907,3 +907,11 @@ def test_a_name_from_a_set_or_a_trace_is_text_on_the_page(profiles, case):
     reader.feed(rendered(case, profiles))
     assert "script" not in reader.tags  # and no on* attribute anywhere (handle_starttag)
     assert XSS in "".join(reader.text)  # shown, as it is
+
+
+def test_a_marker_that_writes_a_snippet_include_fails_the_build(profiles, monkeypatch):
+    """Only an excerpt includes a file: a set's text that slipped past attn.traces.markdown onto a
+    line of its own would have pymdownx.snippets publish a file of the checkout."""
+    monkeypatch.setitem(hook.RENDERERS, "profile-env", (0, lambda page: '\n--8<-- "LICENSE"\n'))
+    with pytest.raises(PluginError, match="wrote a snippet include"):
+        expand("<!-- profile-env -->", "x.md", profiles)

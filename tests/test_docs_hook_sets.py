@@ -2,15 +2,20 @@
 file, and publishes no rows without profiles. Each case breaks a copy of the committed CPU set."""
 
 import gzip
+import html.parser
 import json
+import re
 import shutil
+import sys
 from pathlib import Path
 
+import hostile_sets
 import markdown
 import pytest
-from test_docs_hook import expand, sets  # the hook's module, loaded once as MkDocs loads it
+from test_docs_hook import EXTENSIONS, expand, sets  # the hook's modules, loaded as MkDocs does
 
 ROOT = Path(__file__).resolve().parents[1]
+TABBED = {"pymdownx.tabbed": {"alternate_style": True}}
 
 
 @pytest.fixture
@@ -119,32 +124,50 @@ def test_two_sets_of_one_device_get_tabs_told_apart(profiles):
     assert len(set(titles)) == 2 and any("cpu-laptop" in t for t in titles)
 
 
-def test_a_device_name_is_text_wherever_the_site_shows_it(profiles):
-    name = 'NVIDIA "H200" <b>x</b>'
+class Page(html.parser.HTMLParser):
+    """What a rendered page shows: its text, its tab labels, and every attribute of every tag."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.tags, self.text, self.labels, self.attrs, self._label = [], [], [], [], False
+        self.feed(source)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += attrs
+        self._label = tag == "label"
+
+    def handle_data(self, data):
+        self.text.append(data)
+        self.labels += [data] if self._label else []
+        self._label = False
+
+
+def shown(profiles: Path, marker: str) -> Page:
+    out = expand(marker, "naive.md", profiles)
+    return Page(markdown.markdown(out, extensions=EXTENSIONS, extension_configs=TABBED))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['NVIDIA "H200" <b>x</b>', "GPU *fast* _x_ [x](y) `z`", "x}[y](javascript:alert(1)){z & ;"],
+)
+def test_a_device_name_is_text_wherever_the_site_shows_it(profiles, name):
+    """A quote broke the Perfetto button's attribute and a tag landed in the tab label; a `}`
+    ended the button's attribute list, and what followed was a link."""
     for file in ("environment.json", "index.json"):
         path = profiles / "cpu" / file
         data = {**json.loads(path.read_text()), "device_name": name, "device_type": "cuda"}
         path.write_text(json.dumps(data))
     (hw,) = sets.hardware_sets(profiles)
-    for shown in (hw["title"], hw["env"]["device_name"]):
-        assert "<b>" not in shown and '"' not in shown and "H200" in shown
-
-
-def test_a_device_name_with_markdown_marks_shows_them_as_text(profiles):
-    path = profiles / "cpu" / "index.json"
-    data = {
-        **json.loads(path.read_text()),
-        "device_name": "GPU *fast* [x](y) `z`",
-        "device_type": "cuda",
-    }
-    path.write_text(json.dumps(data))
-    (hw,) = sets.hardware_sets(profiles)
-    assert hw["title"] == r"GPU \*fast\* \[x\](y) \`z\`"
-    html_out = markdown.markdown(f"# {hw['title']}")
-    assert "<em>" not in html_out and "<a " not in html_out and "<code>" not in html_out
-    assert "*fast*" in html_out and "[x](y)" in html_out
-    out = expand("<!-- profile: naive -->", "naive.md", profiles)
-    assert 'data-perfetto-title="naive on GPU *fast* [x](y) `z`"' in out
+    assert hw["title"] == name  # as the set says it: each page escapes it where it writes it
+    page = shown(profiles, "<!-- profile: naive -->")
+    assert "b" not in page.tags
+    assert page.labels == [name]  # the tab says it as it is
+    assert ("data-perfetto-title", f"naive on {name}") in page.attrs
+    assert not [v for k, v in page.attrs if k == "href" and v in ("y", "javascript:alert(1)")]
+    if "*" not in name:  # the environment line (where * and _ may slant words: no element)
+        assert f"{name} · torch" in "".join(page.text)
 
 
 @pytest.mark.parametrize(
@@ -174,9 +197,9 @@ def _edit_summary(profiles: Path, **fields) -> None:
         ({"peak_memory_bytes": "big"}, "peak_memory_bytes is 'big'"),
         ({"memcpy_per_forward": [1, 2]}, "memcpy_per_forward is [1, 2]"),
         ({"kernels": "k"}, "kernels is 'k'"),
-        ({"claims": [{"holds": True}]}, "claims[0] is"),
-        ({"claims": [{"text": "t", "holds": "yes", "observed": None}]}, "claims[0] is"),
-        ({"viewer": {"mark": {"left": "a", "right": 1}}}, "viewer.mark is"),
+        ({"claims": [{"holds": True}]}, "claims[0].text is missing"),
+        ({"claims": [{"text": "t", "holds": "yes", "observed": None}]}, "claims[0].holds is"),
+        ({"viewer": {"mark": {"left": "a", "right": 1}}}, "viewer.mark.left is 'a'"),
     ],
     ids=["nan", "inf", "negative", "peak", "memcpy list", "kernels", "no text", "holds", "mark"],
 )
@@ -235,3 +258,113 @@ def test_a_table_md_that_analyze_would_not_write_is_refused(profiles, line):
     path.write_text(path.read_text() + line + "\n")
     message = refused(profiles)
     assert "naive/table.md is broken" in message and "is not a row of the table" in message
+
+
+# --- any number of sets: a second CPU beside the committed one ------------------------------------
+
+
+def test_a_second_cpu_set_gets_its_own_tab_and_claims_everywhere(profiles):
+    """What `nox -s profile_examples` leaves on a CPU with no committed set: a set beside it.
+    Every marker shows a tab per set, named by its CPU, holding that set's own files and claims."""
+    from conftest import copy_set
+
+    other = "Intel(R) Xeon(R) Processor"
+    copy_set(profiles, "cpu-intel-xeon", device_name=other, cpu_model=other)
+    edit = profiles / "cpu-intel-xeon/naive/summary.json"
+    summary = json.loads(edit.read_text())
+    summary["claims"][0].update(holds=False, observed="not on this CPU")
+    edit.write_text(json.dumps(summary))
+    hw = sets.hardware_sets(profiles)
+    assert [h["title"] for h in hw] == ["CPU: AMD EPYC", f"CPU: {other}"]
+    for marker in ("profile: naive", "profile-check: naive", "profile-glance",
+                   "profile-compare: naive inplace", "profile-diff: naive inplace",
+                   "profile-speedup: naive inplace", "profile-figure: benchmark",
+                   "profile-guess: score-matrices naive"):  # fmt: skip
+        out = expand(f"<!-- {marker} -->", "naive.md", profiles)
+        tabs = re.findall(r'^===!? "([^"]+)"$', out, re.M)
+        assert tabs == [h["title"] for h in hw], (marker, tabs)
+    page = expand("<!-- profile: naive -->", "naive.md", profiles)
+    assert "profiles/cpu/naive/timeline.svg" in page
+    assert "profiles/cpu-intel-xeon/naive/timeline.svg" in page
+    assert f"CPU: {other}, 2 threads" in page  # its environment line
+    key = summary["claims"][0]["key"]
+    claim = expand(f"<!-- profile-claim: naive {key} -->", "naive.md", profiles)
+    assert claim.startswith('\n!!! warning "')  # one set does not hold it
+    assert "✓ **holds** on CPU: AMD EPYC" in claim
+    assert f"✗ **does not hold** on CPU: {other} (observed: not on this CPU)" in claim
+    env = expand("<!-- profile-env -->", "reproduce.md", profiles)
+    assert "`profiles/cpu/`" in env and "`profiles/cpu-intel-xeon/`" in env
+
+
+# --- a hostile set: refused, naming the file and the field ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def build_config(tmp_path_factory):
+    """The config the hook's build events run with: what `mkdocs build` calls on_files with."""
+    from mkdocs.config.defaults import MkDocsConfig
+
+    work = tmp_path_factory.mktemp("build")
+    (work / "docs").mkdir()
+    config = MkDocsConfig(config_file_path=str(ROOT / "mkdocs.yml"))
+    config.load_dict({"site_name": "t", "docs_dir": str(work / "docs"),
+                      "site_dir": str(work / "site"),
+                      "hooks": [str(ROOT / "docs/hooks/profiles.py")]})  # fmt: skip
+    assert config.validate() == ([], [])
+    return config.plugins.on_config(config)
+
+
+def on_files(root: Path, config, monkeypatch):
+    """The hook's first build event on the sets under root: each set and public trace read and
+    checked before any page is rendered."""
+    from mkdocs.structure.files import Files
+
+    monkeypatch.setenv("ATTN_PROFILES_DIR", str(root))
+    return config.plugins.on_files(Files([]), config=config)
+
+
+def test_the_small_set_of_the_hostile_cases_is_published_whole(tmp_path, build_config, monkeypatch):
+    hostile_sets.small_set(tmp_path / "profiles")
+    uris = {f.src_uri for f in on_files(tmp_path / "profiles", build_config, monkeypatch)}
+    assert {"profiles/cpu/overview.svg", "profiles/cpu/diff/naive__inplace.json"} <= uris
+    assert f"profiles/public/{hostile_sets.PUBLIC}/diagnosis.json" in uris
+
+
+@pytest.mark.parametrize("case", hostile_sets.REFUSED)
+def test_a_hostile_set_is_refused_naming_the_file_and_the_field(
+    case, tmp_path, build_config, monkeypatch
+):
+    """Each case published a file from outside the set, or put a script in a page."""
+    poison, names = hostile_sets.REFUSED[case]
+    hostile_sets.small_set(tmp_path / "profiles")
+    poison(tmp_path / "profiles")
+    with pytest.raises(sets.BrokenSet) as refusal:
+        on_files(tmp_path / "profiles", build_config, monkeypatch)
+    message = str(refusal.value)
+    assert "\n" not in message and names in message, message
+
+
+def test_what_matplotlib_draws_passes_the_svg_allowlist(tmp_path):
+    """A set's pictures are matplotlib's: lines, bars with hatches, text, a legend, a log axis."""
+    from attn.traces import plot
+
+    fig, ax = plot.figure(2)
+    ax.plot([1, 2], [3, 40], label="<b>a</b>")
+    ax.bar([1], [2], hatch="//", label="b")
+    ax.text(1, 2, "x & y")
+    ax.set_yscale("log")
+    ax.legend()
+    plot.save(fig, tmp_path / "x.svg")
+    sys.modules["set_svg"].check_svg((tmp_path / "x.svg").read_bytes())
+
+
+def test_a_refused_set_fails_the_build_with_its_file_and_field(tmp_path):
+    """The snippet include in a summary's dtype put .git/config on three pages."""
+    from conftest import build_site
+
+    root = tmp_path / "profiles"
+    hostile_sets.small_set(root)
+    hostile_sets.REFUSED["summary dtype, an include"][0](root)
+    run = build_site(root, tmp_path / "site")
+    assert run.returncode != 0 and "naive/summary.json: dtype is '--8<--" in run.stderr
+    assert not (tmp_path / "site/naive/index.html").exists()

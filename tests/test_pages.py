@@ -7,8 +7,8 @@
   a file the tests run, and renders labelled an excerpt that links the whole file.
 - A command a page tells the reader to run, with the output it promises after it, prints that
   output when run as the page says (copied files where the page says to copy them).
-- .github/workflows/pages.yml builds with a nox session that exists and deploys with the
-  Pages actions.
+- .github/workflows/pages.yml builds with a nox session that exists, from a checkout that keeps
+  no token, and deploys with the Pages actions.
 """
 
 from __future__ import annotations
@@ -413,6 +413,13 @@ def test_the_pages_workflow_deploys_what_the_session_builds():
         if any("deploy-pages" in s.get("uses", "") for s in j["steps"])
     )
     assert deploy["environment"]["name"] == "github-pages"
+
+
+def test_the_pages_checkout_keeps_no_token():
+    """The build reads profile sets that arrive as pull requests; the checkout's token, kept in
+    .git/config by default, would be one snippet include away from a page."""
+    checkouts = [s for s in steps(workflow()) if s.get("uses", "").startswith("actions/checkout")]
+    assert checkouts and all(s["with"]["persist-credentials"] is False for s in checkouts)
 
 
 def test_the_pages_build_sets_the_repository_link():

@@ -134,3 +134,16 @@ def test_decoding_table_gives_the_roofs_and_each_ways_shortest_and_longest_cache
     )
     assert "| way | 16 | 0.01 | 4096 | 0.40 | 50% |" in out
     assert out[-1] == "Every way's step time grows with the cache (medians), at every batch."
+
+
+def test_names_from_rows_are_text_in_every_line():
+    """A way's name in the drops' list and a dtype in the ceiling's line went in raw."""
+    tag = "<img src=x onerror=alert(1)>"
+    rows = [
+        {"kind": "step", "impl": tag, "batch": 1, "cache_len": n, "time_us": t}
+        for n, t in ((64, 10.0), (256, 5.0))
+    ]
+    assert "&lt;img" in monotonic_lines(rows)[-1] and "<img" not in monotonic_lines(rows)[-1]
+    ceiling = [{**r, "dtype": tag, "matmul_tflops": 0.5} for r in BENCH]
+    out = benchmark_table(ceiling, specs.BENCHMARK_BASELINE)
+    assert "0.5 TFLOP/s in &lt;img" in out and "<img" not in out

@@ -206,8 +206,8 @@ def monotonic_lines(steps: list[dict]) -> list[str]:
     lines = ["Where a longer cache took less time than a shorter one:", ""]
     for a, b, beyond in found:
         lines.append(
-            f"- {a['impl']}, batch {a['batch']}: cache {a['cache_len']} {time_text(a['time_us'])} → "
-            f"cache {b['cache_len']} {time_text(b['time_us'])}, "
+            f"- {md.text(a['impl'])}, batch {a['batch']}: cache {a['cache_len']} "
+            f"{time_text(a['time_us'])} → cache {b['cache_len']} {time_text(b['time_us'])}, "
             f"{_why(beyond, _pair(a, b) in everyone)}."
         )
     return lines

@@ -8,10 +8,10 @@ what a guess below or above it means. Reads artifacts only; no torch.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import NamedTuple
 
+from attn.traces import markdown as md
 from attn.traces.units import DTYPE_BYTES
 
 MIB = 1 << 20
@@ -64,7 +64,7 @@ def _top_ops(summaries: list[dict]) -> Answer | None:
     ops = summaries[0].get("ops") if _ran(summaries) else None
     if ops is None:
         return None
-    names = ", ".join(f"<code>{html.escape(op)}</code>" for op in ops)
+    names = ", ".join(f"<code>{md.html(op)}</code>" for op in ops)
     return Answer(len(ops), f"{len(ops)} operator{'s' * (len(ops) != 1)}: {names}")
 
 
@@ -89,7 +89,7 @@ def _runs_here(summaries: list[dict]) -> Answer | None:
     if s.get("available"):
         return Answer("yes", "yes: it ran on this set")
     reason = (s.get("reason") or "no reason was recorded").strip().rstrip(".")
-    return Answer("no", f"no: {html.escape(reason)}")
+    return Answer("no", f"no: {md.html(reason)}")
 
 
 def _fewer_ops(summaries: list[dict]) -> Answer | None:
@@ -210,7 +210,7 @@ def form(question: Question, names: list[str], answer: Answer, key: str) -> str:
         "data-under": question.under,
         "data-over": question.over,
     }
-    data = " ".join(f'{k}="{html.escape(str(v))}"' for k, v in attrs.items())
+    data = " ".join(f'{k}="{md.html(v)}"' for k, v in attrs.items())
     return (
         f'<div class="attn-guess" {data}>\n<p>{ask}</p>\n<form hidden>{field} '
         '<button type="submit" class="md-button md-button--primary">Check</button> '

@@ -1,24 +1,28 @@
 """The hardware sets the profiles hook shows: each folder of profiles/ with a manifest, checked.
 
-A set is published only whole: a summary that is not one, a file the manifest lists but that is
-missing or unreadable, or a folder the manifest does not know fails the build with one line naming
-the file. File names are attn.traces.layout's; this module reads artifacts, it measures nothing.
+A set is a stranger's data (sets arrive as pull requests), published only whole and only as data:
+a summary that is not one, a file the manifest lists but that is missing or unreadable, a folder
+the manifest does not know, a link anywhere in the set, a JSON field outside its schema
+(set_schema.py) or an SVG outside its allowlist (set_svg.py) fails the build with one line naming
+the file and the field. Nothing here escapes: the pages write every string of a set through
+attn.traces.markdown. File names are attn.traces.layout's; this module measures nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import gzip
-import html
 import json
-import math
+import os
 import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import PIL.Image
+import set_schema as schema
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
+from set_svg import BadSvg, check_svg
 
 from attn.traces import intervals, layout
 
@@ -29,8 +33,8 @@ class BrokenSet(PluginError):
     """A profile set the site must not publish; the message names the file and the problem."""
 
 
-def read_json(path: Path, kind: type = dict):
-    """The JSON at path, which must be a `kind`, or BrokenSet."""
+def read_json(path: Path, kind: type = dict, fits: schema.Schema | None = None):
+    """The JSON at path, which must be a `kind` that fits the schema, or BrokenSet."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -39,60 +43,25 @@ def read_json(path: Path, kind: type = dict):
         raise BrokenSet(
             f"profiles hook: {path} holds a {type(data).__name__}, not a {kind.__name__}"
         )
+    if fits is not None:
+        try:
+            fits(data, "")
+        except schema.Refused as e:
+            raise BrokenSet(f"profiles hook: {path}: {e}") from e
     return data
 
 
-def _number(value) -> bool:
-    """A count or a time a page can show: finite and not negative ("nan µs", "-5 ATen ops")."""
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
-
-
-OPTIONAL_NUMBERS = (
-    "device_time_us", "kernels_per_forward", "memset_per_forward", "peak_memory_bytes",
-)  # fmt: skip
-
-
-def _check_shown(path: Path, s: dict) -> None:
-    """What a page shows of a summary beyond its counts: each field the type the page reads."""
-    for key in OPTIONAL_NUMBERS:
-        if s.get(key) is not None and not _number(s[key]):
-            raise BrokenSet(f"profiles hook: {path}: {key} is {s[key]!r}, not a number")
-    memcpy = s.get("memcpy_per_forward")
-    if memcpy is not None and not (
-        isinstance(memcpy, dict)
-        and all(isinstance(k, str) and _number(n) for k, n in memcpy.items())
-    ):
-        raise BrokenSet(
-            f"profiles hook: {path}: memcpy_per_forward is {memcpy!r}, not counts by direction"
-        )
-    kernels = s.get("kernels")
-    if kernels is not None and not (
-        isinstance(kernels, list) and all(isinstance(k, str) for k in kernels)
-    ):
-        raise BrokenSet(f"profiles hook: {path}: kernels is {kernels!r}, not a list of names")
-    claims = s.get("claims")
-    if claims is not None and not isinstance(claims, list):
-        raise BrokenSet(f"profiles hook: {path}: claims is {claims!r}, not a list")
-    for i, c in enumerate(claims or []):
-        if not (
-            isinstance(c, dict)
-            and isinstance(c.get("text"), str)
-            and c.get("holds") in (True, False, None)
-            and isinstance(c.get("observed"), (str, type(None)))
-        ):
-            raise BrokenSet(
-                f"profiles hook: {path}: claims[{i}] is {c!r}, not a claim (text, holds, observed)"
-            )
-    mark = (s.get("viewer") or {}).get("mark") if isinstance(s.get("viewer"), dict) else None
-    if mark is not None and not (
-        isinstance(mark, dict) and _number(mark.get("left")) and _number(mark.get("right"))
-    ):
-        raise BrokenSet(f"profiles hook: {path}: viewer.mark is {mark!r}, not left and right")
+def check_links(folder: Path) -> None:
+    """No link anywhere in a set, the folder itself included: a link publishes what it points at
+    (/etc/passwd, the checkout's .git/config)."""
+    if folder.is_symlink():
+        raise BrokenSet(f"profiles hook: {folder} is a link: a set holds its own files")
+    for parent, folders, files in os.walk(folder):  # a linked folder is listed, never entered
+        for name in sorted(folders + files):
+            if (Path(parent) / name).is_symlink():
+                raise BrokenSet(
+                    f"profiles hook: {Path(parent) / name} is a link: a set holds its own files"
+                )
 
 
 def check_summary(path: Path, variant: str) -> dict:
@@ -105,22 +74,7 @@ def check_summary(path: Path, variant: str) -> dict:
         )
     if not isinstance(s.get("available"), bool):
         raise BrokenSet(f"profiles hook: {path} has no 'available' true/false")
-    if not s["available"]:
-        if not isinstance(s.get("reason"), (str, type(None))):
-            raise BrokenSet(f"profiles hook: {path}: reason is {s['reason']!r}, not a sentence")
-        return s
-    _check_shown(path, s)
-    for key in ("cpu_time_us", "ops_per_forward"):
-        if not _number(s.get(key)):
-            raise BrokenSet(f"profiles hook: {path}: {key} is {s.get(key)!r}, not a number")
-    shape = s.get("shape")
-    if not isinstance(shape, dict) or not all(
-        _number(shape.get(k)) for k in ("batch", "heads", "seq_q", "seq_k", "head_dim")
-    ):
-        raise BrokenSet(
-            f"profiles hook: {path}: shape is {shape!r}, not batch/heads/seq_q/seq_k/head_dim"
-        )
-    return s
+    return read_json(path, fits=schema.SUMMARY if s["available"] else schema.UNAVAILABLE)
 
 
 PLAIN = r"[^|<>`\[\]{}\\&!]*"  # a number, a time or a dash: nothing Markdown or HTML would act on
@@ -173,7 +127,7 @@ def check_file(path: Path) -> None:
             if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
                 raise ValueError("not a Chrome trace: no 'traceEvents' list")
         elif path.suffix == ".svg":
-            ElementTree.fromstring(path.read_bytes())
+            check_svg(path.read_bytes())
         elif path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))
         elif path.name == layout.TABLE_MD:
@@ -183,6 +137,8 @@ def check_file(path: Path) -> None:
                 image.verify()
         elif path.stat().st_size == 0:
             raise ValueError("empty")
+    except BadSvg as e:
+        raise BrokenSet(f"profiles hook: {path}: {e}") from e
     except (OSError, ValueError, EOFError, ElementTree.ParseError, PIL.UnidentifiedImageError) as e:
         raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
 
@@ -195,10 +151,8 @@ def check_timing(path: Path) -> dict | None:
     set has none): {variant: row, "score_clone": row, ...} beside the file's own fields."""
     if not path.is_file():
         return None
-    data = read_json(path)
-    rows = data.get("rows")
-    if not isinstance(rows, list):
-        raise BrokenSet(f"profiles hook: {path} has no 'rows' list")
+    data = read_json(path, fits=schema.TIMING)
+    rows = data["rows"]
     try:
         by_variant = {
             r.get("variant"): intervals.checked(r, f"{path}: {r.get('variant')}") for r in rows
@@ -213,18 +167,18 @@ def check_timing(path: Path) -> dict | None:
 def load_set(folder: Path) -> dict:
     """One hardware set, checked: {slug, folder, env, manifest, summaries, title, device_type}.
 
-    What a contributed set says about itself (device name, versions) is HTML-escaped here, once,
-    so every tab, attribute and line that shows it shows text."""
+    Its strings are as the set wrote them, each field of the type its schema says."""
     if not SLUG.fullmatch(folder.name):
         raise BrokenSet(
             f"profiles hook: {folder} cannot be a set's folder: name it in lowercase letters, "
             "digits, '.', '_' and '-' (as attn.profiling does)"
         )
+    check_links(folder)
+    for svg in sorted(folder.rglob("*.svg")):  # every picture, published or not
+        check_file(svg)
     index = folder / layout.MANIFEST
-    manifest = read_json(index)
-    variants = manifest.get("variants")
-    if not isinstance(variants, dict):
-        raise BrokenSet(f"profiles hook: {index} has no 'variants' object")
+    manifest = read_json(index, fits=schema.INDEX)
+    variants = manifest["variants"]
     _check_folders(folder, index, variants)
     summaries = {
         name: _check_variant(folder, index, name, entry) for name, entry in variants.items()
@@ -232,16 +186,18 @@ def load_set(folder: Path) -> dict:
     for figure in manifest.get("figures", []):
         check_file(folder / f"{figure}.svg")
         check_file(folder / f"{figure}.json")
-    env = _environment(folder)
+        read_json(folder / f"{figure}.json", list, fits=schema.FIGURES[figure])
+    env_path = folder / layout.ENVIRONMENT
+    env = read_json(env_path, fits=schema.ENVIRONMENT) if env_path.exists() else {}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
-    name = _device_name(manifest, env, folder)
+    name = manifest.get("device_name") or env.get("device_name") or folder.name
     return {
         "slug": folder.name,
         "folder": folder,
         "env": env,
         "manifest": manifest,
         "summaries": summaries,
-        "title": "CPU" if device_type == "cpu" else name,
+        "title": "CPU" if device_type == "cpu" else name,  # as the set says it: pages escape it
         "name": name,
         "device_type": device_type,
         "timing": check_timing(folder / layout.TIMING),
@@ -285,20 +241,6 @@ def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
     return check_summary(folder / name / layout.SUMMARY, name)
 
 
-def _environment(folder: Path) -> dict:
-    """The set's environment.json ({} without one), its text escaped for HTML and Markdown."""
-    env_path = folder / layout.ENVIRONMENT
-    env = read_json(env_path) if env_path.exists() else {}
-    marks = lambda v: re.sub(r"([\\`\[\]{}])", r"\\\1", v)  # noqa: E731  (a link, code, attributes)
-    return {k: html.escape(marks(v)) if isinstance(v, str) else v for k, v in env.items()}
-
-
-def _device_name(manifest: dict, env: dict, folder: Path) -> str:
-    """The set's device as a tab label shows it: escaped HTML, its Markdown marks as text."""
-    name = html.escape(str(manifest.get("device_name") or env.get("device_name") or folder.name))
-    return re.sub(r"([\\`*_\[\]])", r"\\\1", name)  # a tab label is Markdown: its marks as text
-
-
 @functools.cache
 def hardware_sets(root: Path) -> list[dict]:
     """Every hardware set under root (the folders with a manifest), checked, GPUs first.
@@ -319,6 +261,17 @@ def hardware_sets(root: Path) -> list[dict]:
     return found
 
 
+def load_public(folder: Path) -> dict | None:
+    """A trace of others' diagnosis.json (None before it is written), checked as a set is."""
+    check_links(folder)
+    path = folder / layout.DIAGNOSIS
+    if not path.is_file():
+        return None
+    if (folder / layout.VIEWER).is_file():
+        check_file(folder / layout.VIEWER)
+    return read_json(path, fits=schema.DIAGNOSIS)
+
+
 def artifact_files(root: Path, config) -> list[File]:
     """Every published artifact of every set, as MkDocs files at profiles/<hardware>/..."""
     found = []
@@ -333,7 +286,11 @@ def artifact_files(root: Path, config) -> list[File]:
         for name, entry in manifest["variants"].items():
             paths += [folder / name / f for f in entry.get("files", []) if f != layout.TABLE_MD]
         found += [p for p in paths if p.is_file()]
-    for folder in sorted((Path(root) / layout.PUBLIC_DIR).glob("*/")):  # traces of others
+    public = Path(root) / layout.PUBLIC_DIR
+    if public.exists():
+        check_links(public)  # the folder of traces of others too
+    for folder in sorted(public.glob("*/")):  # traces of others
+        load_public(folder)
         found += [folder / f for f in (layout.DIAGNOSIS, layout.VIEWER) if (folder / f).is_file()]
     return [
         File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))

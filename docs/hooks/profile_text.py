@@ -8,7 +8,6 @@ attn.traces.markdown.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from collections.abc import Callable
 from typing import NamedTuple
@@ -22,11 +21,6 @@ from attn.traces.units import bytes_text, count_text, time_text
 
 VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
 DEVICE_WORDS = {"cuda": "On a GPU", "cpu": "On CPU"}  # in the order the sets are shown
-
-
-def unmark(text: str) -> str:
-    """A set's title without the backslashes that keep its Markdown marks as text (an attribute)."""
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def _fmt(text, value) -> str | None:
@@ -94,16 +88,16 @@ def busy_line(hw: dict) -> str | None:
 
 def environment_line(hw: dict) -> str:
     """Device, torch (and CUDA) version, date and commit of a hardware set, on one line."""
-    env = hw["env"]
-    parts = [env.get("device_name") or hw["title"]]
-    if hw["device_type"] == "cpu" and env.get("cpu_model"):
+    env = {k: v for k, v in hw["env"].items() if v is not None and v != ""}
+    parts = [md.text(env.get("device_name") or hw["title"])]
+    if hw["device_type"] == "cpu" and "cpu_model" in env:
         threads = f", {env['threads']} threads" if env.get("threads") else ""
-        parts[0] = f"CPU: {env['cpu_model']}{threads}"
-    parts.append(f"torch {env.get('torch_version', '?')}")
-    parts += [f"CUDA {env['cuda_version']}"] if env.get("cuda_version") else []
-    parts += [f"cuDNN {env['cudnn_version']}"] if env.get("cudnn_version") else []
-    parts += [f"profiled {env['date']}"] if env.get("date") else []
-    parts += [f"commit `{env['git_commit']}`"] if env.get("git_commit") else []
+        parts[0] = f"CPU: {md.text(env['cpu_model'])}{threads}"
+    parts.append(f"torch {md.text(env.get('torch_version', '?'))}")
+    parts += [f"CUDA {md.text(env['cuda_version'])}"] if "cuda_version" in env else []
+    parts += [f"cuDNN {md.text(env['cudnn_version'])}"] if env.get("cudnn_version") else []
+    parts += [f"profiled {md.text(env['date'])}"] if "date" in env else []
+    parts += [f"commit {md.code(env['git_commit'])}"] if "git_commit" in env else []
     line = " · ".join(parts)
     return f"{line}  \n{busy}" if (busy := busy_line(hw)) else line
 
@@ -116,7 +110,7 @@ def setup_line(summary: dict) -> str:
         f"seq {s.get('seq_q')} (q) × {s.get('seq_k')} (k/v), head_dim {s.get('head_dim')}"
     )
     causal = "causal" if summary.get("is_causal") else "not causal"
-    return f"`{summary.get('dtype', '?')}` · {shape} · {causal}"
+    return f"{md.code(summary.get('dtype', '?'))} · {shape} · {causal}"
 
 
 def run_line(summary: dict) -> str:
@@ -124,7 +118,7 @@ def run_line(summary: dict) -> str:
     parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(summary)) is not None]
     memcpy = summary.get("memcpy_per_forward")
     if memcpy is not None:
-        copies = ", ".join(f"{count_text(n)} {d}" for d, n in memcpy.items() if n) or "0"
+        copies = ", ".join(f"{count_text(n)} {md.text(d)}" for d, n in memcpy.items() if n) or "0"
         memset = _fmt(count_text, summary.get("memset_per_forward")) or "–"
         parts += [f"{copies} memcpy", f"{memset} memset"]
     text = setup_line(summary) + (f"  \n**Per forward:** {' · '.join(parts)}" if parts else "")
@@ -154,7 +148,7 @@ def unavailable_note(hw: dict, summary: dict) -> str:
     """Why the variant did not run on the set, as torch said it: one sentence."""
     reason = (summary.get("reason") or "No reason was recorded.").strip()
     reason = reason[:1].upper() + reason[1:] + ("" if reason.endswith(".") else ".")
-    return f'!!! note "Not available on {hw["title"]}"\n\n    {md.prose(reason)}'
+    return f'!!! note "Not available on {md.label(hw["title"])}"\n\n    {md.prose(reason)}'
 
 
 def focus(viewer: dict | None) -> str:
@@ -166,7 +160,7 @@ def focus(viewer: dict | None) -> str:
 def viewer_image(summary: dict, where: str, shown: str, src: str) -> str:
     """The trace viewer's screenshot of one range, the event it selects named in its alt text."""
     selected = (summary.get("viewer") or {}).get("selected")
-    alt = f"The trace of {where} in a trace viewer, one {shown}" + (
+    alt = f"The trace of {md.text(where)} in a trace viewer, one {shown}" + (
         f", {md.text(selected)} selected and boxed in red" if selected else ""
     )
     return f"![{alt}]({src}){{ loading=lazy{focus(summary.get('viewer'))} }}"
@@ -176,7 +170,7 @@ def trace_buttons(src: str, where: str, shown: str) -> str:
     """The buttons that open the trace in Perfetto and in the site's own viewer, at that range."""
     return (
         f"[Open in Perfetto]({src}){{ .md-button data-perfetto-trace "
-        f'data-perfetto-title="{unmark(where)}" }} [Open here]({src}){{ .md-button '
+        f'data-perfetto-title="{md.attribute(where)}" }} [Open here]({src}){{ .md-button '
         f'data-trace-viewer data-trace-range="{shown}" }}'
     )
 
@@ -241,7 +235,8 @@ def claim_box(name: str, claim, verdicts: list[tuple], waiting: str) -> str:
     kinds = {holds for holds, _, _ in verdicts}
     kind = "note" if not verdicts else "success" if kinds == {True} else "warning"
     lines = [
-        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {title} (observed: {md.prose(seen or '–')})"
+        f"{VERDICT[holds][0]} **{VERDICT[holds][1]}** on {md.text(title)} "
+        f"(observed: {md.prose(seen or '–')})"
         for holds, seen, title in verdicts
     ] or [waiting]
     # A sentence several variants share (each compiled variant's first call) says whose it is.

@@ -28,7 +28,7 @@ from excerpts import excerpt
 from guesses import QUESTIONS, form
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
-from profile_sets import BrokenSet, artifact_files, hardware_sets, read_json
+from profile_sets import BrokenSet, artifact_files, hardware_sets, load_public, read_json
 from profile_text import (
     VERDICT,
     claim_box,
@@ -62,6 +62,9 @@ MARKER = re.compile(
     r"^(?P<indent>[ \t]*)<!--\s*(?P<kind>profile[\w-]*)\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
     re.M,
 )
+# A line pymdownx.snippets would replace with a file (of the checkout, or outside it): only an
+# excerpt marker writes one; in anything else it is a set's text that escaped attn.traces.markdown.
+SNIPPET = re.compile(r"^[ \t]*;*-+8<-+.*$", re.M)
 MADE_BY = {
     "benchmark": "benchmark"
 }  # the nox session that writes a figure, if not profile_examples
@@ -100,7 +103,7 @@ class Page(NamedTuple):
 def _tabs(tabs: list[tuple[str, str]]) -> str:
     """A content-tab set; `===!` opens a new set, so it never merges with tabs written around it."""
     return "\n".join(
-        f'{"===!" if i == 0 else "==="} "{title}"\n\n{textwrap.indent(body.strip(), "    ")}\n'
+        f'{"===!" if i == 0 else "==="} "{md.label(title)}"\n\n{textwrap.indent(body.strip(), "    ")}\n'
         for i, (title, body) in enumerate(tabs)
     )
 
@@ -137,7 +140,7 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
         return unavailable_note(hw, summary)
     files = set(hw["manifest"]["variants"][name].get("files", []))
     url = lambda f: page.link(f"profiles/{hw['slug']}/{name}/{f}")  # noqa: E731
-    where = f"{name} on {hw['title']}"
+    where = f"{name} on {hw['title']}"  # text: each use escapes it
     shown = BACKWARD_RANGE if "backward" in summary else FORWARD_RANGE  # a step: its backward
     text = [f"<small>{environment_line(hw)}</small>", run_line(summary)]
     if layout.TABLE_MD in files:
@@ -145,7 +148,7 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
     if layout.VIEWER in files:
         text.append(viewer_image(summary, where, shown, url(layout.VIEWER)))
     if layout.TIMELINE in files:
-        alt = f"Timeline of one profiled forward of {where}"
+        alt = f"Timeline of one profiled forward of {md.text(where)}"
         text.append(f"![{alt}]({url(layout.TIMELINE)}){{ loading=lazy }}")
     if layout.TRACE in files:
         text.append(trace_buttons(url(layout.TRACE), where, shown))
@@ -241,11 +244,14 @@ def render_env(page: Page) -> str:
     rows = table_head(head, len(head))
     for hw in page.sets:
         env = hw["env"]
-        device = env.get("device_name") or hw["title"]
+        device = md.text(env.get("device_name") or hw["title"])
         if hw["device_type"] == "cpu" and env.get("threads"):
             device += f" ({env['threads']} threads)"
-        cells = [env.get(k) for k in ("torch_version", *keys, "date")]
-        commit = f"`{env['git_commit']}`" if env.get("git_commit") else None
+        cells = [
+            None if v is None else md.text(v)
+            for v in map(env.get, ("torch_version", *keys, "date"))
+        ]
+        commit = md.code(env["git_commit"]) if env.get("git_commit") else None
         rows.append(table_row([f"`profiles/{hw['slug']}/`", device, *cells, commit]))
     return "\n".join(rows) + "\n" if page.sets else _not_profiled(page, "any variant")
 
@@ -264,7 +270,7 @@ def glance_tab(hw: dict, page: Page) -> str | None:
     text = glance_text(hw, summaries)
     if hw["manifest"].get("overview"):
         svg = page.link(f"profiles/{hw['slug']}/{layout.OVERVIEW}")
-        alt = f"Time per forward of each variant on {hw['title']}"
+        alt = f"Time per forward of each variant on {md.text(hw['title'])}"
         text.append(f"![{alt}]({svg}){{ loading=lazy }}")
     return "\n\n".join(text)
 
@@ -283,7 +289,7 @@ def figure_tab(hw: dict, page: Page, name: str) -> str | None:
     svg, data = (page.link(f"profiles/{hw['slug']}/{name}.{ext}") for ext in ("svg", "json"))
     text = [
         f"<small>{environment_line(hw)}</small>",
-        f"![{name} on {hw['title']}]({svg}){{ loading=lazy }}",
+        f"![{name} on {md.text(hw['title'])}]({svg}){{ loading=lazy }}",
     ]
     if name in TABLES:  # closed: long on a phone (the benchmark's, 5 screens), the figure first
         table = figure_table(hw, name)
@@ -322,15 +328,16 @@ def render_public(page: Page, folder: str) -> str:
     if specs.public(folder) is None:
         known = ", ".join(p.folder for p in specs.PUBLIC)
         raise page.error(f"unknown public trace {folder!r}; known: {known}")
-    path = page.root / layout.PUBLIC_DIR / folder / layout.DIAGNOSIS
-    if not path.is_file():
+    data = load_public(page.root / layout.PUBLIC_DIR / folder)  # checked, or BrokenSet
+    if data is None:
         return (
             f'!!! note "Not written yet: {folder}"\n\n    `python -m attn.profiling.public` writes '
             "what this section shows, from the trace in `tests/fixtures/realtraces/`.\n"
         )
     try:
-        return public_diagnosis(page, folder, read_json(path))
+        return public_diagnosis(page, folder, data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
+        path = page.root / layout.PUBLIC_DIR / folder / layout.DIAGNOSIS
         raise BrokenSet(
             f"profiles hook: {path} is not a diagnosis ({type(e).__name__}: {e})"
         ) from e
@@ -339,10 +346,7 @@ def render_public(page: Page, folder: str) -> str:
 def public_diagnosis(page: Page, folder: str, data: dict) -> str:
     """What render_public shows of a diagnosis.json; every value in it shows as text."""
     src = data["source"]
-    repository = src["repository"]
-    if not re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository):
-        raise ValueError(f"source.repository {repository!r} is not a GitHub repository's address")
-    repo = md.text(repository.removeprefix("https://github.com/"))
+    repo = md.text(src["repository"].removeprefix("https://github.com/"))
     text = [public_source(folder, src, repo), public_attention(data["attention"])]
     if data.get("attention_share_of_device_time"):
         text.append(
@@ -368,8 +372,9 @@ def public_diagnosis(page: Page, folder: str, data: dict) -> str:
 
 
 def public_source(folder: str, src: dict, repo: str) -> str:
-    """Who recorded the trace, on what, where it is from, its license, and our copy of it."""
-    commit, path = (re.sub(r"[^\w./-]", "_", str(src[k])) for k in ("commit", "path"))
+    """Who recorded the trace, on what, where it is from, its license, and our copy of it (the
+    repository, commit and path are checked as addresses: set_schema.DIAGNOSIS)."""
+    commit, path = src["commit"], src["path"]
     url = f"{src['repository']}/blob/{commit}/{path}"
     return (
         f"<small>Recorded by others on an **{md.text(src['GPU'])}** · torch: "
@@ -436,7 +441,7 @@ def public_findings(page: Page, data: dict) -> str:
     for gap in data["not_checked"]:
         unchecked.setdefault(md.prose(gap["why"]), []).append(md.code(gap["kind"]))
     found += [f"- Not checked, {', '.join(k)}: {why}." for why, k in unchecked.items()]
-    found += [f"- The trace itself: {line}." for line in data.get("lint", [])]
+    found += [f"- The trace itself: {md.prose(line)}." for line in data.get("lint", [])]
     return "\n".join(found)
 
 
@@ -522,8 +527,11 @@ def expand(markdown: str, src_uri: str, root: Path, config: dict | None = None) 
         if len(args) != arity if arity is not None else not args:
             takes = "one or more" if arity is None else arity
             raise page.error(f"{marker!r} takes {takes} argument(s)")
+        out = render(page, *args)
+        if m["kind"] != "profile-excerpt" and (found := SNIPPET.search(out)):
+            raise page.error(f"{marker!r} wrote a snippet include, {found[0].strip()!r}")
         # A marker indented inside an admonition or tab gets its output indented the same way.
-        return "\n" + textwrap.indent(render(page, *args), m["indent"]).rstrip() + "\n"
+        return "\n" + textwrap.indent(out, m["indent"]).rstrip() + "\n"
 
     return MARKER.sub(replace, markdown)
 
