@@ -137,13 +137,16 @@ def test_decoding_table_gives_the_roofs_and_each_ways_shortest_and_longest_cache
 
 
 def test_names_from_rows_are_text_in_every_line():
-    """A way's name in the drops' list and a dtype in the ceiling's line went in raw."""
+    """A way's name in the drops' list and a dtype in the peaks' line went in raw."""
     tag = "<img src=x onerror=alert(1)>"
     rows = [
         {"kind": "step", "impl": tag, "batch": 1, "cache_len": n, "time_us": t}
         for n, t in ((64, 10.0), (256, 5.0))
     ]
     assert "&lt;img" in monotonic_lines(rows)[-1] and "<img" not in monotonic_lines(rows)[-1]
-    ceiling = [{**r, "dtype": tag, "matmul_tflops": 0.5} for r in BENCH]
-    out = benchmark_table(ceiling, specs.BENCHMARK_BASELINE)
-    assert "0.5 TFLOP/s in &lt;img" in out and "<img" not in out
+    peaks = {"fp32_fma_tflops": 0.5, "fp32_isa": tag}
+    measured = [
+        {**r, "dtype": tag, "peaks": peaks, "mm_peak_share": 0.2, "path": tag} for r in BENCH
+    ]
+    out = benchmark_table(measured, specs.BENCHMARK_BASELINE)
+    assert "0.5 TFLOP/s (&lt;img" in out and "20% of the &lt;img" in out and "<img" not in out
