@@ -1,12 +1,12 @@
-"""Tick positions at round numbers, as matplotlib's MaxNLocator places them (its default steps), without
-importing matplotlib: the timeline is written as SVG text, and importing matplotlib took longer than
-drawing."""
+"""Tick positions at round numbers, where matplotlib's MaxNLocator (its default steps) puts them,
+without importing matplotlib: the timeline is written as SVG text, and importing matplotlib took
+longer than drawing."""
 
 from __future__ import annotations
 
 import math
 
-# MaxNLocator's default steps (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) with a tenth of them below, and 15.
+# MaxNLocator's default steps (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10), a tenth of them below, and 15.
 STEPS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 15)
 MIN_TICKS = 2
 

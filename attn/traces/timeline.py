@@ -232,9 +232,9 @@ def _draw_labels(panel: Panel, labels: list) -> None:
     """Write the chapter's event's label and the widest ones: a million events get a few hundred."""
     kept = set(sorted(range(len(labels)), key=lambda i: labels[i][:2], reverse=True)[:MAX_LABELS])
     for _, _, x0, x1, y, e, text in (labels[i] for i in sorted(kept)):
-        panel.texts.append(  # a label that does not fit its bar goes beside it
-            Text((x0 + x1) / 2 if text else x1, y + 0.5, visible(text or f" ← {short_name(e.name)}"),
-                 ha="center" if text else "left",
+        shown = visible(text or f" ← {short_name(e.name)}")  # too long for its bar: beside it
+        panel.texts.append(
+            Text((x0 + x1) / 2 if text else x1, y + 0.5, shown, ha="center" if text else "left",
                  color="#ffffff" if is_copy(e) and text else "#000000")
         )  # fmt: skip
 
