@@ -3,14 +3,17 @@
     python benchmarks/trace_scale.py TRACE...              # real traces (.json or .json.gz)
     python benchmarks/trace_scale.py --synthetic 1000000   # also a made-up trace of 1M events
     python benchmarks/trace_scale.py TRACE... --peer hta   # and HolisticTraceAnalysis beside them
+    python benchmarks/trace_scale.py TRACE --range "step*" # a trace without attn_fwd or ProfilerStep
 
 Each measurement is a whole process, as a user runs it (the interpreter, its imports, the work):
 `python -c "json.load(...)"` of the file; `python -m attn.profiling analyze TRACE --out DIR`;
 `python -m attn.profiling diagnose TRACE`; and with `--peer hta`, HTA's `TraceAnalysis` of a
-folder holding the trace plus `get_gpu_kernel_breakdown()` (`pip install HolisticTraceAnalysis`,
-or `--hta-python` naming an interpreter that has it). Times are the process's CPU seconds (user +
-system), which other work on a shared machine inflates less than the wall clock; memory is its
-peak resident size. The processes run interleaved, `--rounds` times, and the medians are compared.
+folder holding the trace plus `get_gpu_kernel_breakdown(visualize=False)` (`pip install
+HolisticTraceAnalysis`, or `--hta-python` naming an interpreter that has it): without its figures,
+whose plotly import and pie charts are about half its time, and fail on a lone rank other than 0.
+Times are the process's CPU seconds (user + system), which other work on a shared machine inflates
+less than the wall clock; memory is its peak resident size. The processes run interleaved,
+`--rounds` times, and the medians are compared.
 Speeds belong here, not in tests.
 """
 
@@ -45,7 +48,7 @@ JSON_LOAD = (
 )
 HTA = (
     "import sys; from hta.trace_analysis import TraceAnalysis; "
-    "TraceAnalysis(trace_dir=sys.argv[1]).get_gpu_kernel_breakdown()"
+    "TraceAnalysis(trace_dir=sys.argv[1]).get_gpu_kernel_breakdown(visualize=False)"
 )
 # Every measured process runs under this: it says its own peak memory as it exits (Linux's
 # VmHWM; the kernel's ru_maxrss of a child also counts the parent's peak at the fork).
@@ -119,12 +122,15 @@ def count_events(path: str) -> int:
     return len(trace["traceEvents"] if isinstance(trace, dict) else trace)
 
 
-def commands(trace: str, out: Path, hta_python: str | None) -> dict[str, list[str]]:
+def commands(
+    trace: str, out: Path, hta_python: str | None, range_name: str | None = None
+) -> dict[str, list[str]]:
     """The processes compared on one trace, by name."""
     py = sys.executable
+    ranged = ["--range", range_name] if range_name else []
     found = {
         "json.load": [py, JSON_LOAD, trace],
-        "analyze": [py, "-m", "attn.profiling", "analyze", trace, "--out", str(out)],
+        "analyze": [py, "-m", "attn.profiling", "analyze", trace, *ranged, "--out", str(out)],
         "diagnose": [py, "-m", "attn.profiling", "diagnose", trace],
     }
     if hta_python:  # HTA reads every trace in a folder: one folder per trace
@@ -157,6 +163,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peer", choices=["hta"], help="also time HolisticTraceAnalysis")
     parser.add_argument("--hta-python", help="an interpreter with HTA (default: this one)")
     parser.add_argument("--rounds", type=positive, default=3, help="interleaved rounds (median)")
+    parser.add_argument("--range", help="analyze's --range, for every trace given")
     args = parser.parse_args(argv)
     free = available_memory()
     if args.synthetic and free is not None and args.synthetic * SYNTHETIC_EVENT_BYTES > free:
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(*columns, title="Whole processes: CPU seconds and peak memory, medians")
     for i, trace in enumerate(traces):
         out = Path(scratch.name) / f"out-{i}"
-        procs = commands(trace, out, hta_python)
+        procs = commands(trace, out, hta_python, args.range)
         rounds = [{name: measure(argv) for name, argv in procs.items()} for _ in range(args.rounds)]
         events = count_events(trace)
         (js, jm), (an, am), (dg, dm) = (

@@ -2,6 +2,7 @@
 
 import dataclasses
 import errno
+import gc
 import gzip
 import json
 import os
@@ -173,6 +174,15 @@ def test_analyze_replaces_a_folder_it_wrote(tmp_path):
     for _ in range(2):
         assert main(["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "naive" / "summary.json").read_text())["variant"] == "naive"
+
+
+def test_a_trace_read_by_main_from_python_is_the_collectors_again(tmp_path):
+    """The command keeps a trace it read out of the cyclic collector (gc.freeze) till it exits;
+    called from Python, main hands it back, or every trace analysed would stay for good."""
+    trace = write_trace(tmp_path / "trace.json")
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "out")]) == 0
+    assert main(["diagnose", str(trace)]) == 0
+    assert gc.get_freeze_count() == 0
 
 
 def test_two_traces_of_one_name_get_a_folder_each(tmp_path, capsys):

@@ -15,6 +15,7 @@ read traces with attn.traces and the specs' data, on machines where torch is not
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import sys
@@ -42,7 +43,7 @@ from attn.traces import diagnose, gate, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
 from attn.traces.report import report as print_diagnosis  # cli's own report() prints folders
 from attn.traces.terminal import say, shown
-from attn.traces.trace import TraceFormatError, device_name_of, read_trace
+from attn.traces.trace import Trace, TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -233,6 +234,17 @@ def check_analyze_output(traces: Sequence[Path], folders: Sequence[Path]) -> Non
         layout.check_replaceable(folder, writes=layout.ANALYZED_FILES)
 
 
+def read_kept(path: Path) -> Trace:
+    """A trace read, then frozen out of the cyclic collector with all else alive (the trace read
+    before handed back to it): its collections would walk the million objects again and again
+    for no cycle (JSON holds none), and the one at exit free them one by one. `main` hands them
+    back when called from Python rather than as the process's own command."""
+    gc.unfreeze()
+    trace = read_trace(path)
+    gc.freeze()
+    return trace
+
+
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     from attn.traces.analyze import ANALYSIS_STEPS, write_artifacts
 
@@ -244,7 +256,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     with progress_bar(console) as bar:  # a trace of a whole training step takes a while
         for path, name in zip(args.traces, names, strict=True):
             task = bar.add_task(f"reading {path.name}", total=1 + len(ANALYSIS_STEPS))
-            trace = read_trace(path)
+            trace = read_kept(path)
             base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
             folder = args.out / name
             step = lambda what, task=task, path=path: bar.update(  # noqa: E731
@@ -277,7 +289,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a file."""
     if args.json is not None:  # before the reading: a bad output is said at once
         check_output(args.json, (args.trace,))
-    result = diagnose.diagnose(read_trace(args.trace), specs.chapter_teaching)
+    result = diagnose.diagnose(read_kept(args.trace), specs.chapter_teaching)
     if args.json is not None:
         write_json(args.json, result)
     print_diagnosis(result, Console())
@@ -405,6 +417,16 @@ def _stop(signum, frame) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv`, else the process's own (then what it read stays frozen: see
+    `read_kept`); returns the exit status."""
+    try:
+        return _with_signals(argv)
+    finally:
+        if argv is not None:  # called from Python, which goes on: the traces read are its again
+            gc.unfreeze()
+
+
+def _with_signals(argv: Sequence[str] | None) -> int:
     signals = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)

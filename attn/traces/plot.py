@@ -11,7 +11,8 @@ import matplotlib
 from matplotlib.figure import Figure  # not pyplot: no backend or figure manager to load
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-WIDTH_IN = 7.2
+# The page's width, shared with the pictures written without matplotlib (attn.traces.svg).
+from attn.traces.svg import WIDTH_IN
 
 
 def figure(height_in: float, font_pt: float = 8.5, width_in: float = WIDTH_IN, **subplots):

@@ -117,7 +117,7 @@ class Scrubber:
         holds no marker is written as one dump; otherwise only the events holding one are walked."""
         whole = _dumps(events)[1:-1]
         low = whole.lower()
-        if not any(m in low for m in self.markers):
+        if not self._found(low):
             return whole
         # One dump per event costs orjson a buffer each (about 4 KiB): a thousand at a time.
         return b",".join(self._marked(events[i : i + 1000]) for i in range(0, len(events), 1000))
@@ -126,13 +126,29 @@ class Scrubber:
         parts = [_dumps(e) for e in events]
         low = b",".join(parts).lower()
         ends = list(itertools.accumulate(len(p) + 1 for p in parts))  # each one's comma
-        for marker in (m for m in self.markers if m in low):
+        for marker in self._found(low):
             at = low.find(marker)
             while at >= 0:  # one hit per event is enough: the work stays bounded by the events
                 i = bisect.bisect_right(ends, at)
                 parts[i] = _dumps(self.value(events[i]))
                 at = low.find(marker, ends[i])
         return b",".join(parts)
+
+    def _found(self, low: bytes) -> list[bytes]:
+        """The markers in this (lowercased) text. Each pass over a chunk's megabytes costs alike,
+        so the markers are looked for by a shorter string inside them, fewer than they are: a user
+        name stands for its five spellings, `"host` for three keys, a backslash for any with one."""
+        if getattr(self, "_sieved", None) is not self.markers:  # new hosts learnt: new markers
+            cores = {orjson.dumps(n.lower())[1:-1] for n in self.names} | {b"\\\\"}
+            cores |= {b'"' + k.encode() for k in HOST_KEYS}
+            cores = sorted(cores, key=lambda c: (len(c), c))
+            sieve: dict[bytes, list[bytes]] = {}
+            for marker in self.markers:
+                sieve.setdefault(next((c for c in cores if c in marker), marker), []).append(marker)
+            self._sieved, self._sieve = self.markers, sieve
+        return [
+            m for core, inside in self._sieve.items() if core in low for m in inside if m in low
+        ]
 
     def learn(self, hosts: list[str]) -> None:
         """Redact these host names wherever they appear from now on."""

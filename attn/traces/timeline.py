@@ -13,12 +13,11 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
 from attn.traces.markdown import visible
 from attn.traces.patterns import CLONE, COPY
-from attn.traces.plot import WIDTH_IN, figure, save
+from attn.traces.svg import FONT_PT, WIDTH_IN, Panel, Text
+from attn.traces.ticks import tick_values
 from attn.traces.trace import (
     DEVICE_CATEGORIES,
     MEMCPY,
@@ -29,7 +28,6 @@ from attn.traces.trace import (
     runtime_kind,
 )
 
-FONT_PT = 8.5
 ROW_HEIGHT_IN = 0.32
 COPY_COLOR = "#d62728"  # clones, copies and Memcpys: what the naive-vs-in-place lesson is about
 RANGE_COLOR = "#9e9e9e"
@@ -76,12 +74,6 @@ def short_name(name: str) -> str:
     """`void at::native::foo_kernel<...>(...)` -> `foo_kernel`; `aten::mul` -> `mul`."""
     name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
     return re.split(r"[<(]", name)[0].strip().split("::")[-1] or name[:20]
-
-
-def _plain(text: str) -> str:
-    """A name as matplotlib draws it as text: control characters (invalid in the SVG's XML) as
-    their escapes, a $ as a dollar and not the start of mathtext."""
-    return visible(text).replace("$", r"\$")
 
 
 def label(e: Event, width: float, per_char: float) -> str | None:
@@ -182,7 +174,7 @@ def draw_timeline(
     forward_index: int | None = None,
     focus: str | None = None,
 ) -> None:
-    """Write a picture (SVG, or PNG by suffix) of one of the ranges (the middle one by default).
+    """Write an SVG picture of one of the ranges (the middle one by default).
 
     At most MAX_BARS bars, whatever the range holds: events too short to see apart are merged into
     spans. The event called `focus` (the chapter's) is labelled even when its bar is narrow."""
@@ -191,28 +183,19 @@ def draw_timeline(
     drawn = [e for _, evts in rows for e in evts]
     axis = TimeAxis([(e.ts, e.end) for e in drawn])
 
-    fig, ax = figure(1.5 + ROW_HEIGHT_IN * len(rows), font_pt=FONT_PT)
+    panel = Panel(WIDTH_IN, 1.5 + ROW_HEIGHT_IN * len(rows), title=visible(title), xgrid=True)
     per_char = axis.width / (WIDTH_IN * 0.8 * 72 / (FONT_PT * 0.58))  # drawing µs per character
 
     bars = _bars(rows, axis, focus)
-    labels = _draw_bars(ax, bars, axis, per_char, focus)
-    _draw_labels(ax, labels)
-    _draw_gaps(ax, axis, len(rows))
-    _draw_rows_axis(ax, rows, axis)
-    _draw_time_axis(ax, axis, forward.range.name)
-    ax.set_title(_plain(title), loc="left", fontsize=FONT_PT + 1.5)
-    ax.grid(axis="x", linewidth=0.3, alpha=0.5)
-    for side in ("top", "right", "left"):
-        ax.spines[side].set_visible(False)
-
-    legend = _legend(drawn, bars)
-    if legend:
-        fig.legend(
-            handles=legend, loc="lower left", ncol=min(len(legend), 3), fontsize=FONT_PT,
-            frameon=False, bbox_to_anchor=(0.0, 0.0),
-        )  # fmt: skip
-    fig.tight_layout(rect=(0, 0.06 * (1 + (len(legend) > 3)) if legend else 0, 1, 1))
-    save(fig, path, dpi=110)
+    labels = _draw_bars(panel, bars, axis, per_char, focus)
+    _draw_labels(panel, labels)
+    _draw_gaps(panel, axis, len(rows))
+    _draw_rows_axis(panel, rows, axis)
+    _draw_time_axis(panel, axis, forward.range.name)
+    panel.legend = _legend(drawn, bars)
+    panel.legend_columns = min(len(panel.legend), 3)
+    panel.legend_share = 0.06 * (1 + (len(panel.legend) > 3)) if panel.legend else 0.0
+    panel.write(path)
 
 
 def _bars(
@@ -234,20 +217,16 @@ def _bars(
 
 
 def _draw_bars(
-    ax, bars: list[list[Bar]], axis: TimeAxis, per_char: float, focus: str | None
+    panel: Panel, bars: list[list[Bar]], axis: TimeAxis, per_char: float, focus: str | None
 ) -> list:
-    """Draw each row's bars, one collection a row; return the labels they could carry:
+    """Draw each row's bars; return the labels they could carry:
     (is the chapter's event, width, x0, x1, y, event, text inside its bar or None)."""
     labels = []
+    shortest = axis.width * MIN_WIDTH_FRACTION
     for row, drawn_row in enumerate(bars):
         y = len(bars) - 1 - row
-        ax.broken_barh(  # one collection per row: traces with thousands of events stay quick
-            [(x0, max(x1 - x0, axis.width * MIN_WIDTH_FRACTION)) for x0, x1, _, _ in drawn_row],
-            (y + 0.08, 0.84),
-            facecolors=[c for _, _, c, _ in drawn_row],
-            edgecolor="white",
-            linewidth=0.3,
-        )
+        panel.bars += [(x0, x0 + max(x1 - x0, shortest), y + 0.08, y + 0.92, c)
+                       for x0, x1, c, _ in drawn_row]  # fmt: skip
         for x0, x1, _, e in drawn_row:
             text = label(e, x1 - x0, per_char) if e is not None else None
             is_focus = e is not None and e.name == focus
@@ -256,59 +235,56 @@ def _draw_bars(
     return labels
 
 
-def _draw_labels(ax, labels: list) -> None:
+def _draw_labels(panel: Panel, labels: list) -> None:
     """Write the chapter's event's label and the widest ones: a million events get a few hundred."""
     kept = set(sorted(range(len(labels)), key=lambda i: labels[i][:2], reverse=True)[:MAX_LABELS])
     for _, _, x0, x1, y, e, text in (labels[i] for i in sorted(kept)):
-        ax.text(  # a label that does not fit its bar goes beside it
-            (x0 + x1) / 2 if text else x1, y + 0.5, _plain(text or f" ← {short_name(e.name)}"),
-            ha="center" if text else "left", va="center", fontsize=FONT_PT, clip_on=True,
-            color="white" if is_copy(e) and text else "black",
+        shown = visible(text or f" ← {short_name(e.name)}")  # too long for its bar: beside it
+        panel.texts.append(
+            Text((x0 + x1) / 2 if text else x1, y + 0.5, shown, ha="center" if text else "left",
+                 color="#ffffff" if is_copy(e) and text else "#000000")
         )  # fmt: skip
 
 
-def _draw_gaps(ax, axis: TimeAxis, n_rows: int) -> None:
+def _draw_gaps(panel: Panel, axis: TimeAxis, n_rows: int) -> None:
     """Shade each idle stretch that was cut short and say above it how long it was."""
     for start, end in axis.gaps:
-        x = axis.x(start)
-        ax.axvspan(x, x + GAP_DRAWN * axis.span, color="#eeeeee", zorder=0)
-        ax.text(
-            x + GAP_DRAWN * axis.span / 2, n_rows + 0.05, f"+{end - start:,.0f} µs idle",
-            ha="center", va="bottom", fontsize=FONT_PT, color="#555555",
+        x = float(axis.x(start))
+        panel.spans.append((x, x + GAP_DRAWN * axis.span, "#eeeeee"))
+        panel.texts.append(
+            Text(x + GAP_DRAWN * axis.span / 2, n_rows + 0.05, f"+{end - start:,.0f} µs idle",
+                 va="bottom", color="#555555", clip=False)
         )  # fmt: skip
 
 
-def _draw_rows_axis(ax, rows: list[tuple[str, list[Event]]], axis: TimeAxis) -> None:
+def _draw_rows_axis(panel: Panel, rows: list[tuple[str, list[Event]]], axis: TimeAxis) -> None:
     """Row titles on the y axis, and a line between the CPU rows and the GPU streams."""
     n_cpu = sum(1 for _, evts in rows if evts[0].cat not in DEVICE_CATEGORIES)
     if n_cpu < len(rows):
-        ax.axhline(len(rows) - n_cpu, color="black", linewidth=0.8)
-    ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], [_plain(t) for t, _ in rows])
-    ax.tick_params(axis="y", length=0)
-    ax.set_ylim(0, len(rows) + (0.6 if axis.gaps else 0))
+        panel.hlines.append(len(rows) - n_cpu)
+    panel.yticks = [(len(rows) - 1 - i + 0.5, visible(t)) for i, (t, _) in enumerate(rows)]
+    panel.ylim = (0, len(rows) + (0.6 if axis.gaps else 0))
 
 
-def _draw_time_axis(ax, axis: TimeAxis, range_name: str) -> None:
+def _draw_time_axis(panel: Panel, axis: TimeAxis, range_name: str) -> None:
     """The x axis: µs since the range began, ticked on each uncut stretch of time."""
-    ax.set_xlim(0, axis.width * 1.01)
-    ticks = []
+    panel.xlim = (0, axis.width * 1.01)
     for start, end in axis.segments():
-        for t in MaxNLocator(nbins=max(2, int(6 * (end - start) / axis.span))).tick_values(
-            start - axis.t0, end - axis.t0
-        ):
+        nbins = max(2, int(6 * (end - start) / axis.span))
+        for t in tick_values(start - axis.t0, end - axis.t0, nbins):
             if start - axis.t0 <= t <= end - axis.t0:
-                ticks.append((axis.x(t + axis.t0), f"{t:,.0f}"))
-    ax.set_xticks([x for x, _ in ticks], [t for _, t in ticks])
-    ax.set_xlabel(_plain(f"µs since the {range_name} range began"))
+                panel.xticks.append((float(axis.x(t + axis.t0)), f"{t:,.0f}"))
+    panel.xlabel = visible(f"µs since the {range_name} range began")
 
 
-def _legend(drawn: list[Event], bars: list[list[Bar]]) -> list[Patch]:
-    """Legend entries for the colors that need one: copies, merged spans, runtime call kinds."""
+def _legend(drawn: list[Event], bars: list[list[Bar]]) -> list[tuple[str, str]]:
+    """Legend entries (color, text) for the colors that need one: copies, merged spans, runtime
+    call kinds."""
     legend = []
     if any(is_copy(e) for e in drawn):
-        legend.append(Patch(color=COPY_COLOR, label="copy of the scores"))
+        legend.append((COPY_COLOR, "copy of the scores"))
     if any(c == MIXED_COLOR for row in bars for _, _, c, _ in row):
-        legend.append(Patch(color=MIXED_COLOR, label="many short events"))
+        legend.append((MIXED_COLOR, "many short events"))
     kinds = {runtime_kind(e.name) for e in drawn if e.cat in RUNTIME_CATEGORIES}
-    legend += [Patch(color=c, label=text) for k, (c, text) in RUNTIME_COLORS.items() if k in kinds]
+    legend += [(c, text) for k, (c, text) in RUNTIME_COLORS.items() if k in kinds]
     return legend
