@@ -95,6 +95,34 @@ def _check_shown(path: Path, s: dict) -> None:
         raise BrokenSet(f"profiles hook: {path}: viewer.mark is {mark!r}, not left and right")
 
 
+RANK_NUMBERS = ("communication_us", "recv_wait_us", "sends_per_range")
+RANK_OPTIONAL = ("blocks", "hidden_share")
+
+
+def _check_ranks(path: Path, s: dict) -> None:
+    """A summary across ranks: each rank's row holds the numbers its table shows."""
+    ranks, imb = s["ranks"], s.get("imbalance")
+
+    def good(r) -> bool:
+        per = r.get("compute_us_per_range") if isinstance(r, dict) else None
+        return (
+            type(r.get("rank")) is int
+            and isinstance(per, list) and per and all(map(_number, per))
+            and all(_number(r.get(k)) for k in RANK_NUMBERS)
+            and all(r.get(k) is None or _number(r[k]) for k in RANK_OPTIONAL)
+            and all(map(_number, r.get("bytes_per_send") or []))
+        )  # fmt: skip
+
+    bad = next((r for r in ranks if not good(r)), None) if isinstance(ranks, list) else ranks
+    if bad is not None or not ranks:
+        raise BrokenSet(f"profiles hook: {path}: ranks holds {bad!r}, not a rank's row")
+    if imb is not None and not (
+        isinstance(imb, dict)
+        and all(_number(imb.get(k)) for k in ("value", "low", "high", "ranges", "straggler"))
+    ):
+        raise BrokenSet(f"profiles hook: {path}: imbalance is {imb!r}, not a ratio and its range")
+
+
 def check_summary(path: Path, variant: str) -> dict:
     """The summary at path, or BrokenSet naming what is wrong with it."""
     s = read_json(path)
@@ -110,6 +138,8 @@ def check_summary(path: Path, variant: str) -> dict:
             raise BrokenSet(f"profiles hook: {path}: reason is {s['reason']!r}, not a sentence")
         return s
     _check_shown(path, s)
+    if "ranks" in s:
+        _check_ranks(path, s)
     for key in ("cpu_time_us", "ops_per_forward"):
         if not _number(s.get(key)):
             raise BrokenSet(f"profiles hook: {path}: {key} is {s.get(key)!r}, not a number")
@@ -263,6 +293,14 @@ def _check_folders(folder: Path, index: Path, variants: dict) -> None:
         )
 
 
+def is_artifact(f: str) -> bool:
+    """A file a manifest may list for a variant: one of its artifacts, or a rank's."""
+    rank, _, file = f.rpartition("/")
+    if rank:
+        return bool(layout.RANK_DIR.fullmatch(rank)) and file in layout.VARIANT_FILES
+    return f in (*layout.VARIANT_FILES, layout.RANKS_FIGURE)
+
+
 def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
     """A manifest entry's files, each an artifact present in the set itself and whole; returns
     the variant's checked summary."""
@@ -270,18 +308,22 @@ def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
     if not SLUG.fullmatch(name) or not isinstance(files, list):
         raise BrokenSet(f"profiles hook: {index}: variants entry {name!r} is not a variant's")
     for f in files:
-        if f not in layout.VARIANT_FILES:  # "/etc/hostname" would be published
+        if not is_artifact(f):  # "/etc/hostname" would be published
             raise BrokenSet(
                 f"profiles hook: {index}: {name}'s files names {f!r}, not an artifact "
-                f"({', '.join(layout.VARIANT_FILES)})"
+                f"({', '.join(layout.VARIANT_FILES)}, {layout.RANKS_FIGURE}, or a rank's: "
+                "rank<r>/<one of those>)"
             )
-        if (folder / name).is_symlink() or (folder / name / f).is_symlink():
+        rank = folder / name / f.split("/")[0]
+        if any(p.is_symlink() for p in (folder / name, rank, folder / name / f)):
             raise BrokenSet(
                 f"profiles hook: {folder / name / f} is a link: a set holds its own files"
             )
         if not (folder / name / f).is_file():
             raise BrokenSet(f"profiles hook: {index} lists {folder / name / f}, which is missing")
         check_file(folder / name / f)
+    for summary in sorted({f.split("/")[0] for f in files if "/" in f}):  # each rank's own
+        check_summary(folder / name / summary / layout.SUMMARY, name)
     return check_summary(folder / name / layout.SUMMARY, name)
 
 
@@ -331,7 +373,11 @@ def artifact_files(root: Path, config) -> list[File]:
         ]
         paths += [folder / layout.DIFF_DIR / d for d in manifest.get("diffs", [])]
         for name, entry in manifest["variants"].items():
-            paths += [folder / name / f for f in entry.get("files", []) if f != layout.TABLE_MD]
+            paths += [
+                folder / name / f
+                for f in entry.get("files", [])
+                if Path(f).name != layout.TABLE_MD  # shown in the page, never linked
+            ]
         found += [p for p in paths if p.is_file()]
     for folder in sorted((Path(root) / layout.PUBLIC_DIR).glob("*/")):  # traces of others
         found += [folder / f for f in (layout.DIAGNOSIS, layout.VIEWER) if (folder / f).is_file()]
