@@ -16,10 +16,11 @@ from torch import nn
 from torch.nn.attention import sdpa_kernel
 
 from attn.sdpa import BACKENDS, SdpaAttention
-from attn.variant import Variant
+from attn.variant import Variant, device_problem
 
 __all__ = [
-    "DecodeVariant", "GeneratedVariant", "ModuleVariant", "SdpaVariant", "TrainingVariant", "build",
+    "DecodeVariant", "GeneratedVariant", "ModuleVariant", "RingVariant", "SdpaVariant",
+    "TrainingVariant", "build",
 ]  # fmt: skip
 
 
@@ -113,6 +114,42 @@ class TrainingVariant(Variant):
 
     def _attention(self, q, k, v, *, is_causal):
         return self.inner.forward(q, k, v, is_causal=is_causal)
+
+
+class RingVariant(Variant):
+    """attn/ring.py's RingAttention with one sharding: every rank of a process group calls it at
+    once with its shard of q, k and v. examples/ring_attention.py starts the ranks; in a process
+    that is not one of them it is unavailable."""
+
+    def __init__(self, sharding: str) -> None:
+        self.sharding = sharding
+        self.module = None  # made by the first forward inside a process group
+
+    def ranks_problem(self, device: torch.device | str, ranks: int) -> str | None:
+        """Why `ranks` processes of it cannot run on this machine's device, or None."""
+        device = torch.device(device)
+        problem = device_problem(device)
+        if problem is None and device.type == "cuda" and torch.cuda.device_count() < ranks:
+            seen = torch.cuda.device_count()
+            problem = f"NCCL needs a GPU per rank: {ranks} ranks, and torch sees {seen} GPU(s)"
+        return problem
+
+    def _why_unavailable(self, device: torch.device, dtype: torch.dtype) -> str | None:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return (
+                "ring attention runs on every rank of a process group at once, and this process "
+                "is none: examples/ring_attention.py starts the ranks (--world N, or torchrun)"
+            )
+        return self.ranks_problem(device, 1)
+
+    def _attention(self, q, k, v, *, is_causal):
+        from attn.ring import RingAttention
+
+        if self.module is None:
+            self.module = RingAttention(self.sharding)
+        return self.module(q, k, v, is_causal=is_causal)
 
 
 @functools.cache

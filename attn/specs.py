@@ -42,6 +42,7 @@ from attn.traces.patterns import (
     OUR_CUDA_KERNEL,
     OUR_TRITON_KERNEL,
     PAGED_ROCM_KERNEL,
+    RING_BLOCK_OP,
     SDPA_BACKEND_OP,
     SDPA_OPS,
     SOFTMAX_KERNEL,
@@ -60,6 +61,15 @@ from attn.traces.public_checks import (
     longest_kernel,
     op_chain,
     reported_on_every_call,
+)
+from attn.traces.rank_checks import (
+    RankClaim,
+    blocks_per_rank,
+    imbalance_above,
+    imbalance_below,
+    sends_carry_a_kv_block,
+    sends_per_rank,
+    straggler_is,
 )
 from attn.traces.shape_checks import (
     INPUT_SIZED,
@@ -128,6 +138,7 @@ V = _Lazy(
     sliding_window="attn.flex",
     InPlaceAttention="attn.inplace",
     NaiveAttention="attn.naive",
+    RingVariant="attn.registry",
     SdpaAttention="attn.sdpa",
     Variant="attn.variant",
     reference_attention="attn.reference",
@@ -168,7 +179,19 @@ class Spec:
     @property
     def trace_claims(self) -> list[Claim]:
         """The claims checked on the variant's own trace."""
-        return [c for c in self.claims if not isinstance(c, BenchmarkClaim)]
+        return [c for c in self.claims if not isinstance(c, BenchmarkClaim | RankClaim)]
+
+    @property
+    def rank_claims(self) -> list[RankClaim]:
+        """The claims checked across the ranks of a variant run on several (its summary's rows)."""
+        return [c for c in self.claims if isinstance(c, RankClaim)]
+
+    @property
+    def ranks(self) -> int:
+        """How many ranks its example starts (its `--world N`), each writing a rank<r>/ folder of
+        its own; 1 for an example that runs in one process."""
+        flags = self.example[1:]
+        return int(flags[flags.index("--world") + 1]) if "--world" in flags else 1
 
     @property
     def benchmark_claims(self) -> list[BenchmarkClaim]:
@@ -217,6 +240,26 @@ def train(impl, title, lesson, make, sources, focus, *, backward_problem=None, *
         "training.md", ("examples/training_attention.py", "--impl", impl), sources, focus,
         trains=True, **facts,
     )  # fmt: skip
+
+
+def ring(sharding: str, title: str, lesson: str, **facts) -> Spec:
+    """Ring attention with one sharding, its example started on 2 ranks (gloo on a CPU), causal."""
+    return Spec(
+        f"ring_{sharding}", title, lesson, lambda: V.RingVariant(sharding), "context-parallel.md",
+        ("examples/ring_attention.py", "--sharding", sharding, "--world", "2"), ("attn/ring.py",),
+        exactly(RING_BLOCK_OP), **facts,
+    )  # fmt: skip
+
+
+RING_COUNTS = (  # both shardings move every block past every rank
+    RankClaim("sends-world-minus-one", "cpu",
+        "Every rank sends world - 1 times per forward: one gloo:send per step but the last.",
+        sends_per_rank(lambda rank, world: world - 1)),
+    RankClaim("send-is-one-kv-block", "cpu",
+        "Every send carries one K block and one V block, together: 2 × batch × heads × "
+        "seq/world × head_dim values.",
+        sends_carry_a_kv_block),
+)  # fmt: skip
 
 
 CHAPTER_SEQ = 1024  # the training chapter's sequence length (default_config's, CPU and GPU)
@@ -711,6 +754,36 @@ SPECS: tuple[Spec, ...] = (
                 "attn_bwd.",
                 in_backward(kernel_matching(INDUCTOR_TEMPLATE))),
             keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
+        ),
+    ),
+    ring(
+        "contiguous", "Ring attention: contiguous shards",
+        "with a causal mask the last rank computes every block, the first one: the first waits",
+        claims=(
+            RankClaim("last-rank-computes-longest", "cpu",
+                "The imbalance is clearly above 1: the slowest rank's attention compute is over "
+                "1.1× the mean of both ranks', and the slowest is the last rank.",
+                both(imbalance_above(1.1), straggler_is(lambda world: world - 1))),
+            RankClaim("blocks-grow-with-the-rank", "cpu",
+                "Rank r computes r + 1 blocks per forward: the later blocks are all in its "
+                "future, and skipped.",
+                blocks_per_rank(lambda rank, world: rank + 1)),
+            *RING_COUNTS,
+        ),
+    ),
+    ring(
+        "zigzag", "Ring attention: zigzag shards",
+        "each rank holds an early and a late chunk: the same work on every rank",
+        claims=(
+            RankClaim("ranks-even", "cpu",
+                "The imbalance is near 1: the slowest rank's attention compute stays under 1.1× "
+                "the mean of both ranks'.",
+                imbalance_below(1.1)),
+            RankClaim("every-rank-computes-every-block", "cpu",
+                "Every rank computes a block at every step, world blocks per forward: its own "
+                "under the causal mask, then half of each other rank's.",
+                blocks_per_rank(lambda rank, world: world)),
+            *RING_COUNTS,
         ),
     ),
 )

@@ -18,6 +18,14 @@ diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  #
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces"
+
+
+def traces_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+
+
+SINGLE = sorted(p.name for p in REAL.iterdir() if len(traces_in(p)) == 1)  # one trace each
+RANKED = sorted(p.name for p in REAL.iterdir() if len(traces_in(p)) > 1)  # a folder of ranks
 CPU_SET = ROOT / "profiles/cpu-amd-epyc"  # the committed CPU set (profile_examples may add others)
 FIXTURE = ROOT / "tests/fixtures/cuda_naive_trace.json"
 

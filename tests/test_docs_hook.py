@@ -915,3 +915,55 @@ def test_a_marker_that_writes_a_snippet_include_fails_the_build(profiles, monkey
     monkeypatch.setitem(hook.RENDERERS, "profile-env", (0, lambda page: '\n--8<-- "LICENSE"\n'))
     with pytest.raises(PluginError, match="wrote a snippet include"):
         expand("<!-- profile-env -->", "x.md", profiles)
+
+
+# --- a variant run on several ranks ------------------------------------------------------------
+
+
+def add_ring(folder: Path, name: str = "ring_contiguous") -> None:
+    """The ring example's ranks, analysed into the set as a profile run does."""
+    from rank_traces import write_ring
+
+    from attn.traces.rank_artifacts import write_ranked
+    from attn.traces.ranks import rank_traces
+
+    base = {"variant": name, "hardware": folder.name, "device_name": "Fake CPU Model",
+            "device_type": "cpu", "dtype": "float32", "is_causal": True,
+            "shape": {"batch": 2, "heads": 8, "seq_q": 1024, "seq_k": 1024, "head_dim": 64}}  # fmt: skip
+    traces = rank_traces(write_ring(folder.parent / f"runs-{name}", zigzag=name == "ring_zigzag"))
+    write_ranked(traces, folder / name, base=base, spec=specs.spec(name), workers=1)
+    layout.write_manifest(folder)
+    sets.hardware_sets.cache_clear()
+
+
+def test_a_variant_run_on_ranks_shows_them_side_by_side(profiles):
+    add_ring(profiles / "cpu")
+    out = expand("<!-- profile: ring_contiguous -->", "context-parallel.md", profiles)
+    row = "| rank 0 | 1 | 100.0 µs | 128.0 µs<br><small>78% hidden</small> | 15.0 µs | 1<br>"
+    assert row + "<small>4.0 MiB each</small> |" in out
+    assert "| rank 1 | 2 | 200.0 µs |" in out
+    assert "**Imbalance:** the slowest rank, rank 1, computes 1.33× (1.33–1.33×)" in out
+    assert "(profiles/cpu/ring_contiguous/ranks.svg)" in out  # links relative to the page
+    assert out.count("its table, its timeline and its trace") == 2
+    assert "(profiles/cpu/ring_contiguous/rank1/trace.json.gz)" in out
+    assert "| `aten::matmul` |" in out  # rank 0's own table, from its table.md
+
+
+def test_the_chapters_guesses_are_answered_from_the_ranks(profiles):
+    add_ring(profiles / "cpu")
+    add_ring(profiles / "cpu", "ring_zigzag")
+    text = "\n\n".join(
+        f"<!-- profile-guess: {kind} {name} -->"
+        for kind, name in [("busiest-rank", "ring_contiguous"), ("rank0-blocks", "ring_contiguous"),
+                           ("sends-per-rank", "ring_contiguous"), ("send-mib", "ring_contiguous"),
+                           ("busiest-rank", "ring_zigzag")]
+    )  # fmt: skip
+    answers = [m[1] for m in re.finditer(r'data-answer="([^"]*)"', expand(text, "x.md", profiles))]
+    assert answers == ["the last rank", "1", "1.0", "4.0", "every rank the same"]
+
+
+def test_the_context_parallel_chapter_renders_where_no_set_ran_the_ring(profiles):
+    page = (ROOT / "docs/context-parallel.md").read_text(encoding="utf-8")
+    out = expand(page, "context-parallel.md", profiles)
+    assert out.count('"Not profiled yet"') == 2 + 5 + 2  # its variants, guesses and checks
+    assert "Not checked yet" in out  # every claim waits for a run

@@ -368,3 +368,53 @@ def test_a_refused_set_fails_the_build_with_its_file_and_field(tmp_path):
     run = build_site(root, tmp_path / "site")
     assert run.returncode != 0 and "naive/summary.json: dtype is '--8<--" in run.stderr
     assert not (tmp_path / "site/naive/index.html").exists()
+
+
+@pytest.fixture
+def ranked(tmp_path):
+    """A set holding a variant run on two ranks."""
+    from test_docs_hook import add_ring, write_fake_profiles
+
+    root = write_fake_profiles(tmp_path / "profiles")
+    add_ring(root / "cpu")
+    return root
+
+
+def test_a_variant_run_on_ranks_loads_with_each_ranks_files(ranked):
+    cpu = next(h for h in sets.hardware_sets(ranked) if h["slug"] == "cpu")
+    files = cpu["manifest"]["variants"]["ring_contiguous"]["files"]
+    assert "ranks.svg" in files and "rank1/timeline.svg" in files
+    assert [r["rank"] for r in cpu["summaries"]["ring_contiguous"]["ranks"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "name", ["rank0/../../../etc/hostname", "rankx/trace.json.gz", "rank0/notes.txt"]
+)
+def test_a_rank_file_that_is_no_artifact_is_refused(ranked, name):
+    index = ranked / "cpu/index.json"
+    manifest = json.loads(index.read_text())
+    manifest["variants"]["ring_contiguous"]["files"].append(name)
+    index.write_text(json.dumps(manifest))
+    assert f"files names {name!r}, not an artifact" in refused(ranked)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"communication_us": "long"}, "ranks holds"),
+        ({"compute_us_per_range": []}, "ranks holds"),
+        ({"rank": "0"}, "ranks holds"),
+    ],
+)
+def test_a_ranks_row_the_page_cannot_show_is_refused(ranked, change, says):
+    path = ranked / "cpu/ring_contiguous/summary.json"
+    summary = json.loads(path.read_text())
+    summary["ranks"][0] |= change
+    path.write_text(json.dumps(summary))
+    assert says in refused(ranked)
+
+
+def test_a_ranks_summary_of_another_variant_is_refused(ranked):
+    path = ranked / "cpu/ring_contiguous/rank1/summary.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"variant": "naive"}))
+    assert "rank1/summary.json is the summary of 'naive'" in refused(ranked)

@@ -90,13 +90,20 @@ def run_copied(tmp_path: Path, script: str, files: list[str], args: list[str], m
 
 
 def assert_recorded(run, folder: Path):
+    """The run printed its table and wrote its trace and table: in folder, or in each of its
+    rank<r>/ folders for an example run on several ranks."""
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Self CPU" in run.stdout and "attn_fwd" in run.stdout  # the printed table
-    trace = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))
-    ranges = [e for e in trace["traceEvents"] if e.get("name") == "attn_fwd" and e.get("ph") == "X"]
-    assert len(ranges) == 3  # schedule(wait=1, warmup=1, active=3)
-    assert (folder / "table.txt").read_text().startswith("-")
-    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no scratch left
+    ranks = sorted(p for p in folder.iterdir() if re.fullmatch(r"rank\d+", p.name))
+    for each in ranks or [folder]:
+        trace = json.loads(gzip.decompress((each / "trace.json.gz").read_bytes()))
+        ranges = [
+            e for e in trace["traceEvents"] if e.get("name") == "attn_fwd" and e.get("ph") == "X"
+        ]
+        assert len(ranges) == 3  # schedule(wait=1, warmup=1, active=3)
+        assert (each / "table.txt").read_text().startswith("-")
+        assert not [p.name for p in each.iterdir() if p.name.startswith(".")]  # no scratch left
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]
 
 
 def run_files(script: str, spec) -> list[str]:
@@ -107,13 +114,21 @@ def run_files(script: str, spec) -> list[str]:
     return list(dict.fromkeys([*modules, *found]))
 
 
+def runs_on_cpu(spec) -> bool:
+    """Its variant runs on this CPU; for one run on several ranks, its example can start them."""
+    variant = attn.get_variant(spec.name)
+    if spec.ranks > 1:
+        return variant.ranks_problem("cpu", spec.ranks) is None
+    return variant.why_unavailable("cpu") is None
+
+
 def cpu_examples():
     """(written folder, script, its flags) of every spec whose variant runs on the CPU, and the
     Flex example's document mask, which no spec profiles."""
     found = [
         pytest.param(s.name, Path(s.example[0]).name, list(s.example[1:]), id=s.name)
         for s in specs.SPECS
-        if attn.get_variant(s.name).why_unavailable("cpu") is None
+        if runs_on_cpu(s)
     ]
     return [*found, pytest.param("flex_document", "flex_attention.py", ["--mask", "document"])]
 
@@ -276,7 +291,8 @@ def test_the_fence_really_keeps_the_checkout_out(tmp_path):
 def test_an_out_that_is_a_file_is_named_before_profiling(tmp_path, script):
     """--out at a file profiled for minutes, then raised FileExistsError."""
     (tmp_path / "a-file").write_text("mine\n")
-    flags = next(list(s.example[1:]) for s in specs.SPECS if Path(s.example[0]).name == script)
+    specs_flags = (list(s.example[1:]) for s in specs.SPECS if Path(s.example[0]).name == script)
+    flags = next(specs_flags, [])  # an example no spec runs yet takes its defaults
     run = run_copied(tmp_path, script, [], [*flags, "--out", "a-file"], mode="checkout")
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "--out a-file: a-file is not a folder that can be written" in run.stderr

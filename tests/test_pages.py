@@ -285,7 +285,7 @@ def test_each_chapter_shows_its_scripts_recipe_exactly_once():
     chapters = {pages[0] for pages in recipes.values()}
     assert chapters == {
         "naive.md", "inplace.md", "sdpa.md", "custom-kernels.md", "compiled-and-flex.md", "decoding.md",
-        "training.md",
+        "training.md", "context-parallel.md",
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rank_traces import write_ring
 
 from attn import specs
 from attn.profiling import cli
@@ -534,13 +535,14 @@ def help_examples(command: str, capsys) -> list[list[str]]:
 
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
-    """The files the examples name: two runs of the examples (runs/), a baseline, the committed set
-    (profiles/) and a copy of it (before/)."""
+    """The files the examples name: two runs of the examples (runs/), a baseline, a folder of
+    ranks (job-traces/), the committed set (profiles/) and a copy of it (before/)."""
     committed = ROOT / "profiles" / "cpu-amd-epyc"
     for name in ("naive", "inplace"):
         (tmp_path / "runs" / name).mkdir(parents=True)
         shutil.copy(committed / name / "trace.json.gz", tmp_path / "runs" / name)
     shutil.copytree(committed / "inplace", tmp_path / "baseline" / "inplace")
+    write_ring(tmp_path / "job-traces")  # a folder of rank traces, as the ring example writes
     for root in ("profiles", "before"):
         shutil.copytree(committed, tmp_path / root / "cpu-amd-epyc")
     monkeypatch.chdir(tmp_path)
@@ -554,3 +556,37 @@ def test_every_help_example_runs(command, workspace, capsys):
     assert examples, f"{command} --help gives no example"
     for argv in examples:
         assert main([command, *argv]) == 0, f"{command} {shlex.join(argv)}: {capsys.readouterr()}"
+
+
+def test_analyze_writes_a_folder_of_ranks_as_one_variant(tmp_path, capsys):
+    """A folder given to analyze: every rank analysed into OUT/<folder>/rank<r>/, then the summary
+    across the ranks, with the variant's claims when --variant names one."""
+    write_ring(tmp_path / "ring_contiguous")
+    argv = ["analyze", str(tmp_path / "ring_contiguous"), "--variant", "ring_contiguous"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    folder = tmp_path / "out" / "ring_contiguous"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "rank0",
+        "rank1",
+        "ranks.svg",
+        "summary.json",
+    ]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["straggler"] == 1 and [r["blocks"] for r in summary["ranks"]] == [1, 2]
+    verdicts = {c["key"]: c["holds"] for c in summary["claims"]}
+    assert verdicts.pop("send-is-one-kv-block") is None  # a bare trace holds no shape to size by
+    assert verdicts and all(verdicts.values())
+    out = " ".join(capsys.readouterr().err.split())  # the console is stderr's
+    assert "ring_contiguous: 3 range(s) named attn_fwd" in out and "holds: Every rank sends" in out
+
+
+def test_diagnose_a_folder_of_ranks_as_json(tmp_path, capsys):
+    write_ring(tmp_path / "job")
+    assert main(["diagnose", str(tmp_path / "job"), "--json", str(tmp_path / "d.json")]) == 0
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert [r["rank"] for r in result["ranks"]] == [0, 1] and result["imbalance"]["straggler"] == 1
+    assert result["ranks"][1]["diagnosis"]["attention"] == []  # no product-softmax-product here
+    assert "Straggler: rank 1." in capsys.readouterr().out
+    assert (
+        main(["diagnose", str(tmp_path / "job"), "--json", str(tmp_path / "job" / "d.json")]) == 1
+    )

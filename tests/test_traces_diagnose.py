@@ -12,7 +12,10 @@ from attn.profiling import cli
 from attn.traces.trace import Trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
-from diagnose_cases import CPU_SET, REAL, diagnose, kinds, raw, traced  # noqa: E402
+from diagnose_cases import CPU_SET, RANKED, REAL, SINGLE, diagnose, kinds, raw, traced  # noqa: E402
+
+from attn import specs  # noqa: E402
+from attn.traces.diagnose import diagnose_ranks  # noqa: E402
 
 # --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
 
@@ -95,16 +98,20 @@ def test_lint_says_what_in_the_trace_misleads():
     assert clean == []
 
 
-def test_a_folder_given_as_the_trace_gets_one_line(tmp_path, capsys):
+def test_a_folder_without_rank_traces_gets_one_line(tmp_path, capsys):
+    """A folder is read as a folder of ranks (tests/test_traces_ranks.py): one without any says so."""
+    (tmp_path / "notes.txt").write_text("no trace here\n")
     assert cli.main(["diagnose", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "directory" in err.lower()
+    assert len(err.splitlines()) == 1 and "a folder with no traces of ranks in it" in err
 
 
 # --- every real trace's diagnosis, as recorded ------------------------------------------------------
 
-# Each written by `python -m attn.profiling diagnose`; after a change made on purpose, rewrite them:
-# for d in tests/fixtures/realtraces/*/; do python -m attn.profiling diagnose "$d"*.json* \
+# Each written by `python -m attn.profiling diagnose`; after a change made on purpose, rewrite them
+# (a folder of several traces is a folder of ranks, given whole):
+# for d in tests/fixtures/realtraces/*/; do t=("$d"*.json*); [ ${#t[@]} -gt 1 ] && t=("$d"); \
+#     python -m attn.profiling diagnose "${t[0]}" \
 #     --json "tests/fixtures/diagnose_expected/$(basename "$d").json" > /dev/null; done
 EXPECTED = REAL.parent / "diagnose_expected"
 
@@ -113,9 +120,17 @@ def test_every_real_trace_has_its_expected_diagnosis():
     assert {p.stem for p in EXPECTED.glob("*.json")} == {p.name for p in REAL.iterdir()}
 
 
-@pytest.mark.parametrize("folder", sorted(p.name for p in REAL.iterdir()))
+@pytest.mark.parametrize("folder", SINGLE)
 def test_the_diagnosis_of_a_real_trace_is_the_one_recorded(folder):
     """Every number, name and sentence of `diagnose --json`, floats to the last bit: the work is
     deterministic, so any change here is a change of behaviour, to be made on purpose."""
     expected = json.loads((EXPECTED / f"{folder}.json").read_text(encoding="utf-8"))
     assert json.loads(json.dumps(diagnose(traced(folder)))) == expected
+
+
+@pytest.mark.parametrize("folder", RANKED)
+def test_the_diagnosis_of_a_real_folder_of_ranks_is_the_one_recorded(folder):
+    """The same for a folder of ranks: every rank's row and diagnosis, and the imbalance."""
+    expected = json.loads((EXPECTED / f"{folder}.json").read_text(encoding="utf-8"))
+    found = diagnose_ranks(REAL / folder, specs.chapter_teaching)
+    assert json.loads(json.dumps(found)) == expected

@@ -10,6 +10,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from rank_traces import write_ring
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces/tracelens-h100-bert-small-sdpa-flash"
@@ -81,6 +82,7 @@ def work(tmp_path_factory):
     root = tmp_path_factory.mktemp("no-torch")
     shutil.copytree(ROOT / "profiles" / CPU, root / "profiles" / CPU)
     shutil.copy(next(REAL.glob("*.json.gz")), root / "bert.json.gz")
+    write_ring(root / "job")  # a folder of ranks, read in worker processes
     return root
 
 
@@ -90,6 +92,8 @@ def work(tmp_path_factory):
         ("analyze", "bert.json.gz", "--out", "analysed"),
         ("analyze", f"profiles/{CPU}/naive/trace.json.gz", "--variant", "naive", "--out", "mine"),
         ("diagnose", "bert.json.gz", "--json", "diagnosis.json"),
+        ("diagnose", "job", "--json", "ranks.json"),
+        ("analyze", "job", "--out", "ranked"),
         ("diff", f"profiles/{CPU}/naive", f"profiles/{CPU}/inplace"),
         ("diff", f"profiles/{CPU}", f"profiles/{CPU}", "--fail-on", "counts,time"),
         ("recheck", "profiles", "--check"),
@@ -98,6 +102,7 @@ def work(tmp_path_factory):
         argv[0]
         + ("-variant" if "--variant" in argv else "")
         + ("-gate" if "--fail-on" in argv else "")
+        + ("-ranks" if "job" in argv else "")
     ),
 )
 def test_trace_commands_run_where_torch_cannot_be_imported(work, argv):

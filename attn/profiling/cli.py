@@ -4,8 +4,10 @@ run      [--variants NAME...] [shape flags]      profile variants here into OUT/
 example  [VARIANT...] [shape flags]              run variants' examples, analyse their traces
 analyze  TRACE... [--range NAME] [--variant NAME] --out DIR
                                                  any Kineto trace -> summary, tables, timeline
+                                                 (a folder of rank traces: each rank's, compared)
 diff     A B [--fail-on RULES] [--json OUT]      what changed between two runs or sets; a CI gate
 diagnose TRACE [--json OUT]                      find the attention in any trace, and what to fix
+                                                 (a folder of rank traces: every rank's, compared)
 recheck  [ROOT] [--check]                        re-evaluate claims on committed traces
 
 Only run and example import torch (and only when they run): analyze, diff, diagnose and recheck
@@ -41,6 +43,7 @@ from attn.profiling.flags import (
 )
 from attn.traces import diagnose, gate, layout
 from attn.traces.atomic import RefusedOutput, check_output, write_json
+from attn.traces.rank_report import report_ranks
 from attn.traces.report import report as print_diagnosis  # cli's own report() prints folders
 from attn.traces.terminal import say, shown
 from attn.traces.trace import Trace, TraceFormatError, device_name_of, read_trace
@@ -245,6 +248,19 @@ def read_kept(path: Path) -> Trace:
     return trace
 
 
+def analyze_rank_folders(paths: Sequence[Path], folders: Sequence[Path], spec, console) -> None:
+    """Each folder of rank traces among the paths, its ranks read in parallel, into its folder.
+    Before any progress bar: a bar's thread must not be there when the workers are forked."""
+    from attn.traces.rank_artifacts import write_ranked
+    from attn.traces.ranks import rank_traces
+
+    for path, folder in zip(paths, folders, strict=True):
+        if path.is_dir():
+            console.print(shown(f"reading the ranks of {path} in parallel"))
+            base = {"variant": folder.name, "source": path.name}
+            write_ranked(rank_traces(path), folder, base=base, spec=spec)
+
+
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     from attn.traces.analyze import ANALYSIS_STEPS, write_artifacts
 
@@ -253,8 +269,13 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
     names = output_names(args.traces, args.variant)
     check_analyze_output(args.traces, [args.out / name for name in names])
     folders = []
+    spec = specs.spec(args.variant or "")
+    analyze_rank_folders(args.traces, [args.out / n for n in names], spec, console)
     with progress_bar(console) as bar:  # a trace of a whole training step takes a while
         for path, name in zip(args.traces, names, strict=True):
+            if path.is_dir():
+                folders.append(args.out / name)
+                continue
             task = bar.add_task(f"reading {path.name}", total=1 + len(ANALYSIS_STEPS))
             trace = read_kept(path)
             base = {"variant": name, "source": path.name, "device_name": device_name_of(trace.raw)}
@@ -264,8 +285,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
             )
             try:
                 write_artifacts(
-                    trace, folder, spec=specs.spec(args.variant or ""), base=base,
-                    range_name=args.range, progress=step,
+                    trace, folder, spec=spec, base=base, range_name=args.range, progress=step,
                 )  # fmt: skip
             except TraceFormatError as e:
                 raise TraceFormatError(f"{path}: {e}") from e
@@ -286,13 +306,19 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a file."""
+    """The attention in a trace and what to fix, on the terminal (stdout) and, with --json, in a
+    file; for a folder of rank traces, every rank's, and the ranks compared."""
     if args.json is not None:  # before the reading: a bad output is said at once
         check_output(args.json, (args.trace,))
-    result = diagnose.diagnose(read_kept(args.trace), specs.chapter_teaching)
+    if args.trace.is_dir():
+        result = diagnose.diagnose_ranks(args.trace, specs.chapter_teaching)
+        show = report_ranks
+    else:
+        result = diagnose.diagnose(read_kept(args.trace), specs.chapter_teaching)
+        show = print_diagnosis
     if args.json is not None:
         write_json(args.json, result)
-    print_diagnosis(result, Console())
+    show(result, Console())
     return 0
 
 
@@ -325,10 +351,16 @@ EXAMPLES = {  # each subcommand's --help ends with these; tests/test_profiling_c
   %(prog)s runs/naive/trace.json.gz --variant naive --out analysed
       the trace examples/naive_attention.py wrote: summary, tables, timeline, naive's claims
   %(prog)s runs/naive/trace.json.gz --range "ProfilerStep#*" --out analysed
-      counted per profiler step, as for a trace without attn_fwd ranges""",
+      counted per profiler step, as for a trace without attn_fwd ranges
+  %(prog)s job-traces --out analysed
+      a folder of traces, one per rank: each rank's into analysed/job-traces/rank<r>/, then the
+      ranks side by side (summary.json) and on one time axis (ranks.svg)""",
     "diagnose": """\
   %(prog)s runs/naive/trace.json.gz --json diagnosis.json
-      its attention, the implementation, what to fix; the same as JSON in diagnosis.json""",
+      its attention, the implementation, what to fix; the same as JSON in diagnosis.json
+  %(prog)s job-traces
+      a folder of traces, one per rank (ours: rank<r>/trace.json.gz), each read in a process of
+      its own: per rank its compute and communication, then the imbalance and the straggler""",
     "recheck": """\
   %(prog)s profiles --check
       measure the committed traces again, change nothing: exit 1 if any file differs (CI)
@@ -375,9 +407,9 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
         help="whose examples to run (default: every variant's)",
     )  # fmt: skip
 
-    an_p = command("analyze", "analyse any Kineto trace (.json or .json.gz)")
+    an_p = command("analyze", "analyse any Kineto trace (.json or .json.gz), or a folder of ranks")
     an_p.add_argument(
-        "traces", nargs="+", type=Path, metavar="TRACE", help="Kineto traces (.json or .json.gz)"
+        "traces", nargs="+", type=Path, metavar="TRACE", help="traces, or folders of rank traces"
     )
     an_p.add_argument(
         "--range",
@@ -397,7 +429,9 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
     dg_p = command(
         "diagnose", "find the attention in any trace: its implementation and what to fix"
     )
-    dg_p.add_argument("trace", type=Path, metavar="TRACE", help="a Kineto trace, anyone's")
+    dg_p.add_argument(
+        "trace", type=Path, metavar="TRACE", help="a trace, anyone's, or a folder of rank traces"
+    )
     dg_p.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
 
     re_p = command("recheck", "measure the committed traces again; mend what differs")

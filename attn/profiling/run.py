@@ -25,6 +25,7 @@ from attn.traces.atomic import atomic_folder, remove_stale_scratch, scratch_pref
 from attn.traces.backward import SAVED_KEY
 from attn.traces.diff import write_diffs
 from attn.traces.overview import write_overview
+from attn.traces.rank_artifacts import write_ranked
 from attn.traces.terminal import say
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
 from attn.variant import Variant
@@ -32,8 +33,11 @@ from attn.variant import Variant
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
 
 
-def why_not_here(variant: Variant, config: ProfileConfig) -> str | None:
-    """Why the variant cannot run this config (device, dtype, head_dim), or None."""
+def why_not_here(variant: Variant, config: ProfileConfig, ranks: int = 1) -> str | None:
+    """Why the variant cannot run this config (device, dtype, head_dim), or None; a variant whose
+    example starts `ranks` processes, why they cannot run on this machine."""
+    if ranks > 1:
+        return variant.ranks_problem(config.device, ranks)
     reason = variant.why_unavailable(config.device, config.torch_dtype)
     if reason is None and variant.head_dims and config.head_dim not in variant.head_dims:
         dims = " or ".join(str(d) for d in variant.head_dims)
@@ -122,12 +126,14 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
 
 
 def example_flags(config: ProfileConfig) -> list[str]:
-    """The flags that make an example run exactly `config` (every value spelled out)."""
+    """The flags that make an example run exactly `config` (every value spelled out, but --seq-k
+    where it is --seq: the ring example has none)."""
     flags = [
         "--device", config.device, "--batch", str(config.batch), "--heads", str(config.heads),
-        "--seq", str(config.seq_q), "--seq-k", str(config.seq_k),
-        "--head-dim", str(config.head_dim), "--dtype", config.dtype,
+        "--seq", str(config.seq_q), "--head-dim", str(config.head_dim), "--dtype", config.dtype,
     ]  # fmt: skip
+    if config.seq_k != config.seq_q:
+        flags += ["--seq-k", str(config.seq_k)]
     if config.kv_heads is not None:  # a decode step: grouped-query K and V heads
         flags += ["--kv-heads", str(config.kv_heads)]
     return flags + ([] if config.is_causal else ["--no-causal"])
@@ -138,10 +144,12 @@ def profile_example(
     screenshot: bool = False,
 ) -> Path:  # fmt: skip
     """Run an example script (`[path, its own flags...]`) with `config`, then analyse the trace it
-    wrote into `<out>/<hardware>/<variant>/`. The numbers published are those of that very trace."""
+    wrote (one per rank, for a variant run on several) into `<out>/<hardware>/<variant>/`. The
+    numbers published are those of that very trace."""
     base = base_summary(variant, config)
     folder = layout.variant_dir(out_root, base["hardware"], variant.name)
-    reason = why_not_here(variant, config)
+    spec = specs.spec(variant.name)
+    reason = why_not_here(variant, config, spec.ranks if spec else 1)
     if reason is not None:
         _record_unavailable(folder, base, reason)
         return folder
@@ -156,25 +164,52 @@ def profile_example(
         argv = [*script, *example_flags(config), "--out", scratch]
         status = run_script(argv, log, preloaded=not is_gpu(config.device))
         written = Path(scratch) / variant.name
-        if status != 0 or not (written / layout.TRACE).is_file():
+        first = written / ("rank0" if spec and spec.ranks > 1 else "") / layout.TRACE
+        if status != 0 or not first.is_file():
             raise ProfilingError(
-                f"{' '.join(script)} exited with {status} and no {variant.name}/"
-                f"{layout.TRACE}: {last_line(log)}"
+                f"{' '.join(script)} exited with {status} and no "
+                f"{first.relative_to(scratch)}: {last_line(log)}"
             )
-        table_path = written / layout.TABLE_TXT
-        table = table_path.read_text() if table_path.is_file() else None
-        if (written / "compile.json").is_file():  # a compiled example timed its first calls
-            base["first_calls_seconds"] = json.loads((written / "compile.json").read_text())
-        trace = read_trace(written / layout.TRACE)
-        if (written / "saved.json").is_file():  # a training example listed what autograd saved
-            trace.raw[SAVED_KEY] = json.loads((written / "saved.json").read_text())
-        try:
-            summary = _analyse(trace, folder, variant, base, table)
-        except Exception as exc:
-            raise ProfilingError(f"analysing {variant.name}'s trace failed: {exc}") from exc
+        if spec and spec.ranks > 1:  # no screenshot: the ranks' figure is its picture
+            try:
+                _analyse_ranks(written, folder, spec, base)
+            except Exception as exc:
+                raise ProfilingError(f"analysing {variant.name}'s traces failed: {exc}") from exc
+            return folder
+        summary = _analyse_written(written, folder, variant, base)
     if screenshot:
         add_viewer_screenshot(folder, summary)
     return folder
+
+
+def _analyse_written(written: Path, folder: Path, variant: Variant, base: dict) -> dict:
+    """An example's one trace, with what it wrote beside it (its table, compile times, what
+    autograd saved), into the variant's folder."""
+    table_path = written / layout.TABLE_TXT
+    table = table_path.read_text() if table_path.is_file() else None
+    if (written / "compile.json").is_file():  # a compiled example timed its first calls
+        base["first_calls_seconds"] = json.loads((written / "compile.json").read_text())
+    trace = read_trace(written / layout.TRACE)
+    if (written / "saved.json").is_file():  # a training example listed what autograd saved
+        trace.raw[SAVED_KEY] = json.loads((written / "saved.json").read_text())
+    try:
+        return _analyse(trace, folder, variant, base, table)
+    except Exception as exc:
+        raise ProfilingError(f"analysing {variant.name}'s trace failed: {exc}") from exc
+
+
+def _analyse_ranks(written: Path, folder: Path, spec, base: dict) -> dict:
+    """An example's rank<r>/ traces and tables into the variant's folder: each rank's, then the
+    summary across them and the ranks' figure. In this process, one rank after another: a run's
+    progress bar has a thread of its own, which a worker must not be forked beside."""
+    ranks = layout.rank_dirs(written)
+    tables = {
+        int(r.name[4:]): (r / layout.TABLE_TXT).read_text()
+        for r in ranks
+        if (r / layout.TABLE_TXT).is_file()
+    }
+    traces = [r / layout.TRACE for r in ranks]
+    return write_ranked(traces, folder, base=base, spec=spec, tables=tables, workers=1)
 
 
 def finish_set(out_root: Path, device: str, load: dict | None = None) -> Path:

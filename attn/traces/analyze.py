@@ -20,6 +20,7 @@ from attn.traces.claims import evaluate
 from attn.traces.diff import diffs_of, write_diffs
 from attn.traces.layout import BrokenSet
 from attn.traces.overview import is_current, write_overview
+from attn.traces.rank_artifacts import recheck_ranked
 from attn.traces.scrub import Scrubber, write_trace
 from attn.traces.table import markdown_table
 from attn.traces.trace import FIRST_CALLS_KEY, Forward, Trace, parse, per_forward, read_trace
@@ -177,6 +178,9 @@ def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
         if not (hw / layout.ENVIRONMENT).is_file():
             raise BrokenSet(f"{hw / layout.ENVIRONMENT} is missing: rerun the profile there")
         for vdir in layout.variant_dirs(hw):
+            if layout.rank_dirs(vdir):  # run on several ranks: each rank's, then across them
+                changed += recheck_ranked(vdir, catalog.spec(vdir.name), write)
+                continue
             summary, fresh = _fresh_summary(vdir, catalog)
             if summary != fresh:
                 path = vdir / layout.SUMMARY

@@ -12,28 +12,31 @@ unchecked, and what in the trace itself misleads (`trace_lint`).
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from attn.traces import trace_lint, work
-from attn.traces.calls import (
-    Call,
-    attention_rows,
-    find_calls,
-    layout_kernels,
-    trace_device_us,
-)
+from attn.traces.calls import Call, attention_rows, find_calls, layout_kernels, trace_device_us
 from attn.traces.findings import Teaching, findings
+from attn.traces.ranks import imbalance, rank_traces, read_ranks
 from attn.traces.trace import Trace, device_name_of
 
 # The version of the result's fields (`diagnose --json`): raised when a field changes meaning or goes.
 DIAGNOSIS_SCHEMA = 1
 
 
-def diagnose(trace: Trace, teaching: Teaching = lambda kind: None) -> dict:
+def no_chapter(kind: str) -> None:
+    """No chapter teaches any finding's fix (the default `teaching`)."""
+    return None
+
+
+def diagnose(trace: Trace, teaching: Teaching = no_chapter) -> dict:
     """The report as data: the trace's facts, its attention, the findings and what went unchecked;
     `teaching` names the chapter that teaches a finding's fix (attn.specs.chapter_teaching)."""
     return diagnosis_of(trace, find_calls(trace), teaching)
 
 
-def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = lambda kind: None) -> dict:
+def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = no_chapter) -> dict:
     """diagnose's result for calls already found (the public traces' claims read the calls too)."""
     found, unchecked = findings(trace, calls, teaching)
     rows = attention_rows(trace, calls)
@@ -54,4 +57,28 @@ def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = lambda ki
         "findings": found,
         "not_checked": unchecked,
         "lint": trace_lint.lint(trace),
+    }
+
+
+def _of_rank(trace: Trace, row: dict, teaching: Teaching) -> dict:
+    """In a rank's worker: its diagnosis, beside its row."""
+    return {"diagnosis": diagnose(trace, teaching)}
+
+
+def diagnose_ranks(
+    folder: Path, teaching: Teaching = no_chapter, workers: int | None = None
+) -> dict:
+    """A folder of rank traces (attn.traces.ranks): each rank diagnosed in a process of its own,
+    with its compute and communication; then the imbalance across the ranks and the straggler.
+    `teaching` must be picklable (a module's function)."""
+    found = rank_traces(folder)
+    rows = read_ranks(found, functools.partial(_of_rank, teaching=teaching), workers)
+    worlds = {r["world_size"] for r in rows} - {None}
+    return {
+        "schema": DIAGNOSIS_SCHEMA,
+        "folder": Path(folder).name,
+        "ranks_read": len(rows),
+        "world_size": worlds.pop() if len(worlds) == 1 else None,
+        "imbalance": imbalance(rows),
+        "ranks": rows,
     }

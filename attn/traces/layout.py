@@ -6,6 +6,8 @@
     <root>/<hardware>/timing.json            every variant timed interleaved: median and interval
     <root>/<hardware>/{scaling,benchmark,decoding,training}.{json,svg}
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
+    <root>/<hardware>/<variant>/ranks.svg    a variant run on several ranks: its summary across
+    <root>/<hardware>/<variant>/rank<r>/...  them, their figure, and each rank's files as above
     <root>/<hardware>/diff/<a>__<b>.json
     <root>/public/<trace>/diagnosis.json     a trace recorded by others: its source, what diagnose
     <root>/public/<trace>/viewer.png         finds, its claims checked; and its screenshot
@@ -16,6 +18,7 @@ Folders whose names start with `.` are scratch space of a run in progress and ne
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from attn.traces.atomic import check_output, write_json, write_rows
@@ -36,6 +39,8 @@ TIMELINE = "timeline.svg"
 VIEWER = "viewer.png"
 VARIANT_FILES = (SUMMARY, TRACE, TABLE_TXT, TABLE_MD, TIMELINE, VIEWER)
 ANALYZED_FILES = (SUMMARY, TRACE, TABLE_MD, TIMELINE)  # what analyze writes from a trace alone
+RANKS_FIGURE = "ranks.svg"  # one forward of every rank, stacked on one time axis
+RANK_DIR = re.compile(r"rank(\d+)")  # rank0, rank1, ...: one folder per rank of a variant
 DIFF_DIR = "diff"
 PUBLIC_DIR = "public"  # no hardware set: a folder of traces recorded by others
 DIAGNOSIS = "diagnosis.json"
@@ -59,6 +64,10 @@ def check_replaceable(folder: Path, writes: tuple[str, ...] = VARIANT_FILES) -> 
     if not folder.exists():
         return folder
     names = {p.name for p in folder.iterdir()}
+    ranks = {n for n in names if RANK_DIR.fullmatch(n) and (folder / n).is_dir()}
+    for rank in sorted(ranks):  # a variant run on several ranks: each rank's folder as one's
+        check_replaceable(folder / rank, writes)
+    names -= ranks | ({RANKS_FIGURE} if ranks else set())
     foreign = sorted(names - set(writes)) or ([] if SUMMARY in names else sorted(names))
     if foreign:
         raise RefusedFolder(
@@ -78,6 +87,22 @@ def variant_dir(root: Path, hardware: str, variant: str) -> Path:
 
 def is_scratch(path: Path) -> bool:
     return path.name.startswith(".")
+
+
+def rank_dirs(variant_folder: Path) -> list[Path]:
+    """A variant's rank folders (rank0, rank1, ...) in rank order; none for a single process."""
+    found = [p for p in Path(variant_folder).iterdir() if p.is_dir() and RANK_DIR.fullmatch(p.name)]
+    return sorted(found, key=lambda p: int(p.name[4:]))
+
+
+def variant_files(variant_folder: Path) -> list[str]:
+    """The artifacts of a variant folder, as its manifest lists them: its own, then each rank's
+    as rank<r>/<file>."""
+    vdir = Path(variant_folder)
+    files = [f for f in (*VARIANT_FILES, RANKS_FIGURE) if (vdir / f).is_file()]
+    for rank in rank_dirs(vdir):
+        files += [f"{rank.name}/{f}" for f in VARIANT_FILES if (rank / f).is_file()]
+    return files
 
 
 def variant_dirs(hardware_folder: Path) -> list[Path]:
@@ -128,7 +153,7 @@ def manifest(hardware_folder: Path) -> dict:
         summary = read_summary(vdir / SUMMARY)
         variants[vdir.name] = {
             "available": bool(summary.get("available")),
-            "files": [f for f in VARIANT_FILES if (vdir / f).is_file()],
+            "files": variant_files(vdir),
             **{key: summary.get(key) for key in ("shape", "dtype", "is_causal", "stamp")},
         }
     ran = [v for v in variants.values() if v["available"]]

@@ -87,6 +87,18 @@ INDUCTOR_TEMPLATE = r"^triton_tem_"
 SOFTMAX_MASK_CPP = r"cpp_fused__softmax\w*masked_fill"
 SOFTMAX_MASK_TRITON = r"^triton_\w*fused_\w*_softmax\w*masked_fill"
 MASK_BUILD_CPP = r"cpp_fused_\w*full_triu"
+# Communication between ranks (torch.distributed). gloo's and NCCL's process groups record each
+# operation as a user_annotation span ("gloo:send", "nccl:all_reduce") from its start until it is
+# done; the c10d:: ops are the calls that start them. On a GPU, NCCL's work is its own kernels
+# (ncclKernel_ before NCCL 2.19, ncclDevKernel_ after), on a stream of their own.
+COMM_SPAN = r"^(gloo|nccl):"
+SEND_SPAN = r"^(gloo|nccl):send$"
+RECV_SPAN = r"^(gloo|nccl):recv$"
+COMM_OP = r"^c10d::"
+NCCL_KERNEL = r"^(void )?nccl(Dev)?Kernel_"
+NCCL_RECV_KERNEL = r"^(void )?nccl(Dev)?Kernel_(SendRecv|Recv)"  # a point-to-point receive
+# attn/ring.py's block_attention takes one row maximum per K/V block: one of these per block.
+RING_BLOCK_OP = "aten::amax"
 # ANY_COMPILED_REGION is any range compiled code runs in; this is only Dynamo's own, numbered
 # <frame>/<compile>: its second number says which compilation of the frame runs.
 NUMBERED_COMPILED_REGION = r"^Torch-Compiled Region: (\d+)/(\d+)$"

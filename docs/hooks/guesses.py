@@ -102,6 +102,52 @@ def _fewer_ops(summaries: list[dict]) -> Answer | None:
     return Answer(a if na < nb else b, f"<code>{a if na < nb else b}</code>: {counts}")
 
 
+def _ranks(summaries: list[dict]) -> list[dict] | None:
+    ranks = summaries[0].get("ranks") if _ran(summaries) else None
+    return ranks if isinstance(ranks, list) and ranks else None
+
+
+def _busiest_rank(summaries: list[dict]) -> Answer | None:
+    ranks = _ranks(summaries)
+    if not ranks or any(r.get("blocks") is None for r in ranks):
+        return None
+    blocks = [r["blocks"] for r in ranks]
+    counts = ", ".join(f"rank {r['rank']} {r['blocks']:g}" for r in ranks)
+    if len(set(blocks)) == 1:
+        return Answer("every rank the same", f"every rank the same: {counts} blocks per forward")
+    most = max(blocks)
+    which = "the last rank" if blocks[-1] == most else "the first rank" if blocks[0] == most else ""
+    return Answer(
+        which or "another rank", f"{which or 'a rank in between'}: {counts} blocks per forward"
+    )
+
+
+def _rank0_blocks(summaries: list[dict]) -> Answer | None:
+    ranks = _ranks(summaries)
+    n = ranks[0].get("blocks") if ranks else None
+    return None if n is None else Answer(n, f"{n:g} block{'s' * (n != 1)} per forward on rank 0")
+
+
+def _sends(summaries: list[dict]) -> Answer | None:
+    ranks = _ranks(summaries)
+    sends = {r.get("sends_per_range") for r in ranks} if ranks else {None}
+    if len(sends) != 1 or None in sends:
+        return None
+    n = sends.pop()
+    return Answer(
+        n, f"{n:g} send{'s' * (n != 1)} per forward on every one of the {len(ranks)} ranks"
+    )
+
+
+def _send_mib(summaries: list[dict]) -> Answer | None:
+    ranks = _ranks(summaries)
+    sizes = {b for r in ranks for b in r.get("bytes_per_send") or []} if ranks else set()
+    if len(sizes) != 1:
+        return None
+    n = sizes.pop()
+    return Answer(round(n / MIB, 2), f"{n / MIB:g} MiB ({n:,} bytes) in every send")
+
+
 HELD_LESS = (
     "it holds less than you counted: something you expected to be stored is a view, is computed "
     "a tile at a time, or was fused away"
@@ -178,6 +224,44 @@ QUESTIONS = {
         "not what the trace counts: the evidence's tables list every op each one ran",
         "not what the trace counts: the evidence's tables list every op each one ran",
         _fewer_ops,
+    ),
+    "busiest-rank": Question(
+        1,
+        "With <code>{a}</code> and the causal mask, which rank computes the most K/V blocks per "
+        "forward, and so finishes its compute last?",
+        ("the first rank", "the last rank", "every rank the same"),
+        0,
+        "not what the trace counts: the evidence's table lists each rank's blocks",
+        "not what the trace counts: the evidence's table lists each rank's blocks",
+        _busiest_rank,
+    ),
+    "rank0-blocks": Question(
+        1,
+        "How many K/V blocks does rank 0 of <code>{a}</code> compute per forward, its own "
+        "included?",
+        (),
+        0,
+        "it computes more than you counted: a block you took for the future is seen in part",
+        "it computes fewer than you counted: a block wholly in its future is skipped",
+        _rank0_blocks,
+    ),
+    "sends-per-rank": Question(
+        1,
+        "How many sends does each rank of <code>{a}</code> make per forward?",
+        (),
+        0,
+        "more than you counted: a block travels on at every step but the last",
+        "fewer than you counted: the last step's block is not passed on",
+        _sends,
+    ),
+    "send-mib": Question(
+        1,
+        "How many MiB does each send of <code>{a}</code> carry?",
+        (),
+        0.05,
+        "more than you counted: a send carries K and V, a whole shard of each",
+        "less than you counted: a send carries one rank's shard, not the whole sequence",
+        _send_mib,
     ),
 }
 

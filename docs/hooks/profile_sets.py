@@ -219,6 +219,14 @@ def _check_folders(folder: Path, index: Path, variants: dict) -> None:
         )
 
 
+def is_artifact(f: str) -> bool:
+    """A file a manifest may list for a variant: one of its artifacts, or a rank's."""
+    rank, _, file = f.rpartition("/")
+    if rank:
+        return bool(layout.RANK_DIR.fullmatch(rank)) and file in layout.VARIANT_FILES
+    return f in (*layout.VARIANT_FILES, layout.RANKS_FIGURE)
+
+
 def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
     """A manifest entry's files, each an artifact present in the set itself and whole; returns
     the variant's checked summary."""
@@ -226,18 +234,22 @@ def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
     if not SLUG.fullmatch(name) or not isinstance(files, list):
         raise BrokenSet(f"profiles hook: {index}: variants entry {name!r} is not a variant's")
     for f in files:
-        if f not in layout.VARIANT_FILES:  # "/etc/hostname" would be published
+        if not is_artifact(f):  # "/etc/hostname" would be published
             raise BrokenSet(
                 f"profiles hook: {index}: {name}'s files names {f!r}, not an artifact "
-                f"({', '.join(layout.VARIANT_FILES)})"
+                f"({', '.join(layout.VARIANT_FILES)}, {layout.RANKS_FIGURE}, or a rank's: "
+                "rank<r>/<one of those>)"
             )
-        if (folder / name).is_symlink() or (folder / name / f).is_symlink():
+        rank = folder / name / f.split("/")[0]
+        if any(p.is_symlink() for p in (folder / name, rank, folder / name / f)):
             raise BrokenSet(
                 f"profiles hook: {folder / name / f} is a link: a set holds its own files"
             )
         if not (folder / name / f).is_file():
             raise BrokenSet(f"profiles hook: {index} lists {folder / name / f}, which is missing")
         check_file(folder / name / f)
+    for summary in sorted({f.split("/")[0] for f in files if "/" in f}):  # each rank's own
+        check_summary(folder / name / summary / layout.SUMMARY, name)
     return check_summary(folder / name / layout.SUMMARY, name)
 
 
@@ -284,7 +296,11 @@ def artifact_files(root: Path, config) -> list[File]:
         ]
         paths += [folder / layout.DIFF_DIR / d for d in manifest.get("diffs", [])]
         for name, entry in manifest["variants"].items():
-            paths += [folder / name / f for f in entry.get("files", []) if f != layout.TABLE_MD]
+            paths += [
+                folder / name / f
+                for f in entry.get("files", [])
+                if Path(f).name != layout.TABLE_MD  # shown in the page, never linked
+            ]
         found += [p for p in paths if p.is_file()]
     public = Path(root) / layout.PUBLIC_DIR
     if public.exists():

@@ -47,6 +47,7 @@ from profile_text import (
     unchecked_note,
     viewer_image,
 )
+from rank_text import ranks_text
 
 from attn import specs
 from attn.traces import layout
@@ -143,6 +144,9 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
     where = f"{name} on {hw['title']}"  # text: each use escapes it
     shown = BACKWARD_RANGE if "backward" in summary else FORWARD_RANGE  # a step: its backward
     text = [f"<small>{environment_line(hw)}</small>", run_line(summary)]
+    if "ranks" in summary:  # run on several ranks: theirs, side by side, then each one's
+        read = lambda f: (hw["folder"] / name / f).read_text(encoding="utf-8")  # noqa: E731
+        return "\n\n".join(text + ranks_text(summary, (files, url, read), where))
     if layout.TABLE_MD in files:
         text.append((hw["folder"] / name / layout.TABLE_MD).read_text(encoding="utf-8").strip())
     if layout.VIEWER in files:

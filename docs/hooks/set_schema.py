@@ -194,8 +194,22 @@ BACKWARD = fields({
     "ops_per_backward": optional(SIZE), "saved_for_backward_bytes": optional(SIZE),
     "peak_memory_step_bytes": optional(SIZE),
 })  # fmt: skip
+RANK = fields(  # one rank's row in a summary across ranks (attn.traces.ranks)
+    {
+        "rank": COUNT, "compute_us_per_range": items(SIZE, least=1), "communication_us": SIZE,
+        "recv_wait_us": SIZE, "sends_per_range": SIZE, "blocks": optional(SIZE),
+        "hidden_share": optional(SIZE), "bytes_per_send": optional(items(SIZE)),
+    },
+    required=("rank", "compute_us_per_range", "communication_us", "recv_wait_us",
+              "sends_per_range"),
+)  # fmt: skip
+IMBALANCE = fields(
+    {"value": SIZE, "low": SIZE, "high": SIZE, "ranges": COUNT, "straggler": COUNT},
+    required=("value", "low", "high", "ranges", "straggler"),
+)
 SUMMARY = fields(
     {
+        "ranks": optional(items(RANK, least=1)), "imbalance": optional(IMBALANCE),
         **PER_PASS, "variant": SLUG, "available": boolean, "hardware": optional(SLUG),
         "device_name": optional(TEXT), "device_type": optional(DEVICE),
         "torch_version": optional(VERSION), "dtype": optional(DTYPE), "shape": SHAPE,
