@@ -401,9 +401,9 @@ def test_a_rank_file_that_is_no_artifact_is_refused(ranked, name):
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        ({"communication_us": "long"}, "ranks holds"),
-        ({"compute_us_per_range": []}, "ranks holds"),
-        ({"rank": "0"}, "ranks holds"),
+        ({"communication_us": "long"}, "ranks[0].communication_us is"),
+        ({"compute_us_per_range": []}, "ranks[0].compute_us_per_range is"),
+        ({"rank": "0"}, "ranks[0].rank is"),
     ],
 )
 def test_a_ranks_row_the_page_cannot_show_is_refused(ranked, change, says):

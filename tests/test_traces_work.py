@@ -12,7 +12,7 @@ from attn.traces.trace import Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count as count  # noqa: E402
-from diagnose_cases import REAL, diagnose, made, op, raw, sdpa_call, traced  # noqa: E402
+from diagnose_cases import SINGLE, diagnose, made, op, raw, sdpa_call, traced  # noqa: E402
 
 
 def test_a_call_s_device_work_is_its_attention_kernel_and_what_pads_its_mask():
@@ -80,7 +80,7 @@ EXPLAINED = {  # folder -> the device events of its attention calls, counted fro
 
 
 def test_every_real_trace_has_its_attention_counted():
-    assert set(EXPLAINED) == {p.name for p in REAL.iterdir()}
+    assert set(EXPLAINED) == set(SINGLE)  # a folder of ranks: test_traces_ranks
 
 
 @pytest.mark.parametrize("folder", sorted(EXPLAINED))

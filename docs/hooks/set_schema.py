@@ -268,7 +268,7 @@ REPOSITORY = string(r"https://github\.com/[\w.-]+/[\w.-]+", "a GitHub repository
 REPO_PATH = string(
     r"(?!.*(?:^|/)\.\.?(?:/|$))[\w.-]+(?:/[\w.-]+)*", "a path in the repository", 500
 )
-PAGE = string(r"[\w-]+(?:/[\w-]+)*\.(?:md|ipynb)", "a page of the site (naive.md)", 200)
+PAGE = string(r"[\w-]+(?:/[\w-]+)*\.(?:md|ipynb)", "a page of the site (sdpa.md)", 200)
 CALL = fields(
     {
         "implementation": TEXT, "compiled": boolean, "where": TEXT, "pass": TEXT,
