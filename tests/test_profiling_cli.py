@@ -590,3 +590,28 @@ def test_diagnose_a_folder_of_ranks_as_json(tmp_path, capsys):
     assert (
         main(["diagnose", str(tmp_path / "job"), "--json", str(tmp_path / "job" / "d.json")]) == 1
     )
+
+
+def test_a_stop_swallowed_in_a_weakref_callback_is_taken_up_at_the_next_check(monkeypatch, capsys):
+    """SIGTERM's KeyboardInterrupt raised inside a weakref's callback (a garbage collection) is
+    ignored by Python, which printed it as a traceback and ran on: now it prints nothing, and the
+    run's next check stops it."""
+    import signal
+    import weakref
+
+    monkeypatch.setattr(sys, "unraisablehook", cli._unraisable)
+    cli._stop_asked.clear()
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    ref = weakref.ref(owner, lambda _: cli._stop(signal.SIGTERM, None))  # noqa: F841
+    try:
+        del owner  # the callback runs here, and its KeyboardInterrupt is swallowed
+        assert "Traceback" not in capsys.readouterr().err
+        with pytest.raises(KeyboardInterrupt):
+            cli.stop_if_asked()
+    finally:
+        cli._stop_asked.clear()
+    cli.stop_if_asked()  # no stop asked: nothing happens

@@ -127,6 +127,7 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
         before = load_now()
         with progress_bar(console) as progress, viewer.session():  # one browser for every shot
             for i, name in enumerate(progress.track(names, description="profiling")):
+                stop_if_asked()
                 progress.update(progress.tasks[0].id, description=f"profiling {name}")
                 start = time.perf_counter()
                 try:  # a decode step for the decoding variants
@@ -445,9 +446,29 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
     return p
 
 
+_stop_asked = threading.Event()
+
+
 def _stop(signum, frame) -> None:
     """SIGTERM and SIGHUP end the run like Ctrl-C: scratch is removed, the last set stays."""
+    _stop_asked.set()
     raise KeyboardInterrupt
+
+
+def stop_if_asked() -> None:
+    """Raise KeyboardInterrupt if a stop was asked. One that landed inside a callback whose
+    exceptions Python ignores (a weakref's, in a garbage collection) would otherwise be lost."""
+    if _stop_asked.is_set():
+        raise KeyboardInterrupt
+
+
+def _unraisable(args) -> None:
+    """A stop swallowed inside such a callback is taken up by the next stop_if_asked, not printed
+    as an ignored exception; anything else is printed as Python does."""
+    if not (
+        args.exc_type and issubclass(args.exc_type, KeyboardInterrupt) and _stop_asked.is_set()
+    ):
+        sys.__unraisablehook__(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -464,10 +485,13 @@ def _with_signals(argv: Sequence[str] | None) -> int:
     signals = [s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)
+    _stop_asked.clear()
     before = {s: signal.signal(s, _stop) for s in signals}
+    sys.unraisablehook, unraisable = _unraisable, sys.unraisablehook
     try:
         return _main(argv)
     finally:
+        sys.unraisablehook = unraisable
         for s, handler in before.items():
             signal.signal(s, handler)
 
