@@ -113,6 +113,23 @@ def test_a_thread_still_running_when_the_script_returns_is_waited_for(tmp_path, 
 
 
 @pytest.mark.parametrize("preloaded", MODES)
+def test_a_thread_pool_left_open_ends_as_python_ends_it(tmp_path, preloaded):
+    """Inductor's compile workers are a ThreadPoolExecutor left open: python tells its idle
+    threads to stop as it exits; joined without that, they waited forever (profile_examples hung
+    on the compiled example)."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import pathlib, sys\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "pool = ThreadPoolExecutor(2)\n"
+        "pathlib.Path(sys.argv[1]).write_text(str(pool.submit(lambda: 41 + 1).result()))\n"
+    )
+    done = tmp_path / "done.txt"
+    assert run_script([str(script), str(done)], tmp_path / "log.txt", preloaded=preloaded) == 0
+    assert done.read_text() == "42"
+
+
+@pytest.mark.parametrize("preloaded", MODES)
 def test_the_scripts_own_keyboard_interrupt_ends_it_as_python_does(tmp_path, preloaded):
     """Python prints the traceback and ends by SIGINT (a shell sees 130); the server said 1."""
     script = tmp_path / "script.py"
