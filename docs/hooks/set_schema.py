@@ -242,7 +242,7 @@ ROW_NUMBERS = (  # the numbers a figure's rows may carry; a page shows some, its
     "overhead_us", "bytes", "kv_bytes", "flops", "intensity", "compute_ratio", "ratio_to_copy",
     "peak_tflops", "peak_share", "mm_tflops", "mm_peak_share",
 )  # fmt: skip
-NAME = string(r"[a-z0-9][a-z0-9_]*", "a name (fp32_fma, amx, avx512, ...)", 40)
+NAME = string(r"[A-Za-z0-9][A-Za-z0-9_]*", "a name (fp32_fma, amx, AVX512, ...)", 40)
 PEAKS = fields({  # the peaks a benchmark measured (attn.profiling.peaks)
     "fp32_fma_tflops": optional(SIZE), "fp32_isa": optional(NAME), "bf16_tflops": optional(SIZE),
     "bf16_path": optional(NAME), "amx_tflops": optional(SIZE), "avx512_bf16_tflops": optional(SIZE),
