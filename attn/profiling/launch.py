@@ -156,10 +156,12 @@ def _as_main(argv: list[str], log: str, cwd: str) -> int:
 
 def _join_threads() -> None:
     """Wait for every thread that is not a daemon, as python does before it exits (one still
-    writing when the script returned was killed mid-write). threading's own exit step first runs
-    the callbacks that tell pools to stop (concurrent.futures', which Inductor's compile workers
-    use: joined without it, their idle threads wait forever)."""
-    threading._shutdown()  # what the interpreter calls at exit: those callbacks, then the joins
+    writing when the script returned was killed mid-write). First, as python's exit does, tell
+    concurrent.futures' thread pools to stop: Inductor's compile workers are one, and their idle
+    threads, joined without it, wait forever."""
+    pools = sys.modules.get("concurrent.futures.thread")
+    if pools is not None:
+        pools._python_exit()  # the exit callback concurrent.futures registers with threading
     me = threading.current_thread()
     while alive := [t for t in threading.enumerate() if t is not me and not t.daemon]:
         for thread in alive:

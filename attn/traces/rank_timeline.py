@@ -48,7 +48,7 @@ def draw_ranks(lanes: list[tuple[int, dict]], title: str, path: Path) -> Path:
     ax.spines[["top", "right"]].set_visible(False)
     handles = [Patch(color=c, label=label) for c, label in (COMPUTE, COMMUNICATION, WAITING)]
     handles.append(Patch(facecolor="none", edgecolor=RANGE, label="the range (attn_fwd)"))
-    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False, fontsize="small")
+    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False)  # text at 11 px or more
     fig.subplots_adjust(left=0.1, right=0.98, top=1 - 0.35 / height, bottom=0.75 / height)
     save(fig, path)
     return Path(path)
