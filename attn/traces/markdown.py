@@ -12,6 +12,7 @@ import html as html_module
 import re
 
 from attn.traces.patterns import OP_NAME
+from attn.traces.terminal import escaped
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MARKS = re.compile(r"([\\`\[\]{}])")  # escapes, code, links and images, attribute lists
@@ -27,7 +28,7 @@ OP = re.compile(OP_NAME)
 
 def visible(name: str) -> str:
     """Control characters (a newline, an escape sequence) as their Python escapes: one line."""
-    return CONTROL.sub(lambda m: m[0].encode("unicode_escape").decode(), str(name))
+    return escaped(str(name), CONTROL)
 
 
 def text(value: object) -> str:

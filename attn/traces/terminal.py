@@ -20,12 +20,17 @@ MAX_CHARS = 1000  # a C++ kernel name of hundreds of characters stays whole; ten
 UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 
+def escaped(text: str, unsafe: re.Pattern = UNSAFE) -> str:
+    """Each character `unsafe` matches written as its Python escape (`\x1b`, `\n`, `\u202e`)."""
+    return unsafe.sub(lambda m: m[0].encode("unicode_escape").decode(), text)
+
+
 def one_line(text: object, limit: int = MAX_CHARS) -> str:
     """The text cut to `limit` characters (saying how long it was), each control or format
     character written as its Python escape: one line, no escape sequence."""
     text = str(text)
     cut = f"… ({len(text):,} characters)" if len(text) > limit else ""
-    return UNSAFE.sub(lambda m: m[0].encode("unicode_escape").decode(), text[:limit]) + cut
+    return escaped(text[:limit]) + cut
 
 
 def shown(text: object, limit: int = MAX_CHARS) -> str:
