@@ -13,7 +13,8 @@ from attn.profiling import decoding, run
 from attn.profiling.config import ProfileConfig, config_for, decode_config
 from attn.profiling.decoding import (
     bandwidth_probe,
-    compute_probe,
+    ceilings,
+    compute_ceiling,
     expanded,
     groups_as_rows,
     implementations,
@@ -24,7 +25,10 @@ from attn.profiling.decoding import (
 )
 from attn.profiling.environment import hardware_slug
 
-TINY = dict(heads=4, kv_heads=2, head_dim=16, probe_bytes=2**20, matmul_n=32, budget_s=0.001)
+# Hand-made peaks: the sweep's fields, not a probe's rate (tests/test_profiling_peaks.py probes).
+PEAKS = {"fp32_fma_tflops": 0.5, "fp32_isa": "AVX2", "bf16_tflops": None, "bf16_path": None,
+         "triad_gbs": 20.0, "threads": 1}  # fmt: skip
+TINY = dict(heads=4, kv_heads=2, head_dim=16, probe_bytes=2**20, peaks=PEAKS, budget_s=0.001)
 
 
 def positive_finite(x):
@@ -40,13 +44,30 @@ def test_probes_report_positive_rates():
     copy = bandwidth_probe("cpu", 2**20)
     assert copy["kind"] == "ceiling" and copy["bytes"] == 2 * 2**20
     assert positive_finite(copy["gb_per_s"]) and positive_finite(copy["time_us"])
-    mm = compute_probe("cpu", 32, torch.float32)
-    assert mm["flops"] == 2 * 32**3 and positive_finite(mm["gflop_per_s"])
+
+
+def test_the_compute_roof_is_the_measured_peak_of_the_dtype():
+    roof = compute_ceiling(PEAKS, torch.float32)
+    assert (roof["name"], roof["peak"], roof["gflop_per_s"]) == ("compute", "fp32_fma", 500.0)
+    amx = {**PEAKS, "bf16_tflops": 8.0, "bf16_path": "amx"}
+    assert (compute_ceiling(amx, torch.bfloat16)["peak"], compute_ceiling(amx, torch.bfloat16)["gflop_per_s"]) == ("bf16_amx", 8000.0)  # fmt: skip
+    assert compute_ceiling(PEAKS, torch.bfloat16)["peak"] == "fp32_fma"  # no bf16 units: FMAs
+    with pytest.raises(ValueError, match="no compute peak was measured for float32"):
+        compute_ceiling({"fp32_fma_tflops": None, "bf16_tflops": None}, torch.float32)
+
+
+def test_a_set_from_before_the_peaks_reads_its_matmul_row():
+    old = [{"kind": "ceiling", "name": "copy", "gb_per_s": 20.0},
+           {"kind": "ceiling", "name": "matmul", "gflop_per_s": 300.0}]  # fmt: skip
+    copy, roof = ceilings(old)
+    assert (copy["name"], roof["name"]) == ("copy", "matmul")
+    assert decoding.compute_label(roof) == "torch.mm (timed, not a peak)"
 
 
 def test_sweep_rows_have_the_contract(rows):
-    copy, matmul, read, read_small, *steps = rows
-    assert (copy["name"], matmul["name"]) == ("copy", "matmul")
+    copy, compute, read, read_small, *steps = rows
+    assert (copy["name"], compute["name"], compute["peaks"]) == ("copy", "compute", PEAKS)
+    assert compute["gflop_per_s"] == 500.0 and compute["peak"] == "fp32_fma"
     assert (read["kind"], read["name"], read_small["name"]) == ("probe", "read", "read_small")
     assert read["bytes"] == 2**20 and read_small["bytes"] == 2**16
     for probe in (read, read_small):
@@ -64,6 +85,7 @@ def test_sweep_rows_have_the_contract(rows):
         for key in ("time_us", "gb_per_s", "gflop_per_s", "bandwidth_ratio", "compute_ratio"):
             assert positive_finite(r[key]), (key, r)
         assert r["bandwidth_ratio"] == pytest.approx(r["gb_per_s"] / copy["gb_per_s"])
+        assert r["compute_ratio"] == pytest.approx(r["gflop_per_s"] / 500.0)
         assert 0 < r["overhead_share"] <= 1 and positive_finite(r["overhead_us"])
         assert r["threads"] == torch.get_num_threads()
     assert all(r in steps for r in overhead_bound(rows, share=0.0))
@@ -92,6 +114,7 @@ def test_write_puts_json_and_a_readable_svg(tmp_path, rows):
     sizes = [float(s) for s in re.findall(r"font-size: ([\d.]+)px", svg)]
     assert sizes and min(sizes) >= 8.5
     assert "copy ceiling" in svg and "ridge" in svg and "SDPA enable_gqa" in svg
+    assert "fp32 fma peak 500 GFLOP/s" in svg and "matmul" not in svg
     assert "sum of 1 MiB" in svg
     assert sorted(p.name for p in folder.iterdir()) == ["decoding.json", "decoding.svg"]
 
@@ -153,13 +176,14 @@ def test_decode_config_makes_gqa_inputs():
 
 def test_command_line_writes_both_files(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(decoding.PROBE_BYTES, "cpu", 2**20)
-    monkeypatch.setitem(decoding.MATMUL_N, "cpu", 32)
+    monkeypatch.setattr(decoding, "measure_peaks", lambda device: PEAKS)
     monkeypatch.setattr(decoding, "CELL_SECONDS", 0.001)
     argv = ["--out", str(tmp_path), "--device", "cpu", "--lengths", "8", "--batches", "1",
             "--threads", "1"]  # fmt: skip
     assert decoding.main(argv) == 0
     assert (tmp_path / hardware_slug("cpu") / "decoding.json").is_file()
     assert (tmp_path / hardware_slug("cpu") / "decoding.svg").is_file()
-    assert "copy ceiling" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "copy ceiling" in out and "fp32 fma peak 500.0 GFLOP/s" in out
     with pytest.raises(SystemExit):
         decoding.main(["--lengths", "0"])

@@ -127,10 +127,18 @@ def test_decoding_table_gives_the_roofs_and_each_ways_shortest_and_longest_cache
             for n, t, r in ((16, 10.0, 0.01), (4096, 90.0, 0.4))
         ),
     ]  # fmt: skip
-    out = decoding_table(rows).splitlines()
+    out = decoding_table(rows).splitlines()  # a set from before the peaks: torch.mm, no ceiling
     assert out[0] == (
-        "Measured in this run: copy ceiling 20.0 GB/s, matmul 500 GFLOP/s, so the roofs meet at "
-        "25.0 FLOPs per byte."
+        "Measured in this run: copy ceiling 20.0 GB/s, and a large `torch.mm` at 500 GFLOP/s, "
+        "drawn as the compute roof, which meets the copy's at 25.0 FLOPs per byte. This set "
+        "predates the measured peaks: a GEMM's rate is not the machine's compute peak, which can "
+        "be higher."
+    )
+    peak = {"kind": "ceiling", "name": "compute", "peak": "fp32_fma", "gflop_per_s": 800.0}
+    out = decoding_table([rows[0], peak, *rows[2:]]).splitlines()
+    assert out[0] == (
+        "Measured in this run: copy ceiling 20.0 GB/s, compute peak 800 GFLOP/s (fp32_fma), so the "
+        "roofs meet at 40.0 FLOPs per byte."
     )
     assert "| way | 16 | 0.01 | 4096 | 0.40 | 50% |" in out
     assert out[-1] == "Every way's step time grows with the cache (medians), at every batch."

@@ -5,12 +5,15 @@ python -m attn.profiling.decoding --out profiles [--device cpu] [--lengths ...] 
 One new token per sequence (seq_q = 1) attends to a KV cache of length L with grouped-query
 attention (32 query heads, 8 KV heads, head_dim 64). Each way of computing it is timed side by side
 with the others, and in the same run the machine's ceilings are measured: a large tensor copy
-(memory bandwidth) and a large matmul (compute). Achieved bandwidth is the bytes of K and V a step
+(memory bandwidth) and the compute peak of the dtype (attn.profiling.peaks: FMA chains, AMX or
+AVX512-BF16 on a CPU, a cuBLAS GEMM on a GPU). Achieved bandwidth is the bytes of K and V a step
 must read, divided by its time; it is reported as a fraction of the copy ceiling, never as an
 absolute claim. A cache of length 1 gives each way's fixed cost (dispatch on CPU, launches on a
 GPU): where that is most of a step, overhead, not memory, bounds it.
 
-Writes `<out>/<hardware>/decoding.json` (rows) and `decoding.svg`, each replaced atomically.
+Writes `<out>/<hardware>/decoding.json` (rows) and `decoding.svg`, each replaced atomically. Sets
+written before the peaks were measured have a `matmul` row instead of `compute` (a large torch.mm,
+timed: one contender, not the machine's limit); they are read as they are.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from attn.profiling.config import (
 )
 from attn.profiling.environment import device_name, is_gpu
 from attn.profiling.flags import positive
+from attn.profiling.peaks import measure_peaks, peak_of
 from attn.profiling.timing import measure
 from attn.sdpa import BACKENDS
 
@@ -47,7 +51,6 @@ LENGTHS = {
 }
 BATCHES = {"cpu": (1, 4), "cuda": (1, 8)}
 PROBE_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}  # well past the last-level cache
-MATMUL_N = {"cpu": 2048, "cuda": 8192}
 CELL_SECONDS = 0.25  # time spent on each way at each (batch, L), unless the median is known sooner
 SLOW_SECONDS = 0.3  # a way whose step took longer than this is not run at longer caches
 
@@ -190,20 +193,14 @@ def read_probe(device: str, nbytes: int, name: str = "read") -> dict:
     return {"kind": "probe", "name": name, "bytes": src.nbytes, **_times(read), "gb_per_s": rate}
 
 
-def compute_probe(device: str, n: int, dtype: torch.dtype) -> dict:
-    """A square matmul of size n in the decode dtype: floating-point operations per second."""
-    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
-    out = torch.empty(n, n, device=device, dtype=dtype)
-    timed_mm = timed({"mm": lambda: torch.mm(a, b, out=out)}, device, 0.3)["mm"]
-    flops = 2 * n**3
-    rate = flops / timed_mm["time_s"] / 1e9
-    return {
-        "kind": "ceiling",
-        "name": "matmul",
-        "flops": flops,
-        **_times(timed_mm),
-        "gflop_per_s": rate,
-    }
+def compute_ceiling(peaks: dict, dtype: torch.dtype) -> dict:
+    """The compute roof: the measured peak of the dtype (attn.profiling.peaks), in GFLOP/s."""
+    dtype_name = str(dtype).removeprefix("torch.")
+    peak = peak_of(peaks, dtype_name)
+    if peak is None:
+        raise ValueError(f"no compute peak was measured for {dtype_name}: {peaks}")
+    return {"kind": "ceiling", "name": "compute", "peak": peak[0], "gflop_per_s": peak[1] * 1e3,
+            "peaks": peaks}  # fmt: skip
 
 
 def _size(dtype: torch.dtype) -> int:
@@ -229,14 +226,16 @@ def sweep(
     kv_heads: int = DECODE_KV_HEADS,
     head_dim: int = DECODE_HEAD_DIM,
     probe_bytes: int | None = None,
-    matmul_n: int | None = None,
+    peaks: dict | None = None,
     budget_s: float = CELL_SECONDS,
     threads: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """Ceilings, then every way at each (batch, L) and at L = 1; ceilings measured again at the end.
+    """Ceilings, then every way at each (batch, L) and at L = 1; the copy measured again at the end.
 
-    Rows: ceilings {kind: ceiling, name: copy|matmul, ...} (the better of the two measurements),
+    Rows: ceilings {kind: ceiling, name: copy, ...} (the better of the two measurements) and
+    {kind: ceiling, name: compute, peak, gflop_per_s, peaks} (`peaks` as given, else measured
+    first: attn.profiling.peaks),
     probes {kind: probe, name: read|read_small, ratio_to_copy, ...} (a sum over the copy's size and
     over a cache-sized tensor: reading alone, from memory and from cache) and
     steps {kind: step, impl, batch, cache_len, time_us, kv_bytes, flops, intensity, gb_per_s,
@@ -245,7 +244,6 @@ def sweep(
     kind = "cuda" if is_gpu(device) else "cpu"
     dtype = dtype or (torch.bfloat16 if kind == "cuda" else torch.float32)
     probe_bytes = probe_bytes or PROBE_BYTES[kind]
-    matmul_n = matmul_n or MATMUL_N[kind]
     say = progress or (lambda _: None)
     if heads % kv_heads:
         raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
@@ -253,61 +251,56 @@ def sweep(
     before = torch.get_num_threads()
     torch.set_num_threads(threads or before)
     try:
+        peaks = peaks or measure_peaks(device)  # on the threads the steps run on
         return _sweep(device, lengths, batches, dtype, heads, kv_heads, head_dim, probe_bytes,
-                      matmul_n, budget_s, say)  # fmt: skip
+                      compute_ceiling(peaks, dtype), budget_s, say)  # fmt: skip
     finally:
         torch.set_num_threads(before)
 
 
 def _sweep(
-    device, lengths, batches, dtype, heads, kv_heads, head_dim, probe_bytes, matmul_n, budget_s, say
+    device, lengths, batches, dtype, heads, kv_heads, head_dim, probe_bytes, compute, budget_s, say
 ) -> list[dict]:
     say("ceilings")
     small = max(probe_bytes // 64, 2**16)  # fits in a CPU's last-level cache
-    first = _measure_ceilings(device, dtype, probe_bytes, small, matmul_n)
+    first = _measure_ceilings(device, probe_bytes, small)
     ways = implementations(device, dtype)
     rows: list[dict] = []
     for batch in batches:
         rows += _batch_steps(device, ways, batch, lengths, dtype, heads, kv_heads, head_dim,
                              budget_s, say)  # fmt: skip
     say("ceilings again")
-    again = _measure_ceilings(device, dtype, probe_bytes, small, matmul_n)
-    copy, matmul, probes = _best_ceilings(first, again)
-    for r in (copy, matmul, *probes, *rows):
+    again = _measure_ceilings(device, probe_bytes, small)
+    copy, probes = _best_ceilings(first, again)
+    for r in (copy, compute, *probes, *rows):
         r["threads"] = torch.get_num_threads()
     for r in rows:
         r["bandwidth_ratio"] = r["gb_per_s"] / copy["gb_per_s"]
-        r["compute_ratio"] = r["gflop_per_s"] / matmul["gflop_per_s"]
-    return [copy, matmul, *probes, *rows]
+        r["compute_ratio"] = r["gflop_per_s"] / compute["gflop_per_s"]
+    return [copy, compute, *probes, *rows]
 
 
-def _measure_ceilings(
-    device: str, dtype: torch.dtype, probe_bytes: int, small: int, matmul_n: int
-) -> tuple[dict, dict, list[dict]]:
-    """One measurement of the copy and matmul ceilings and of the two read probes, in that order."""
+def _measure_ceilings(device: str, probe_bytes: int, small: int) -> tuple[dict, list[dict]]:
+    """One measurement of the copy ceiling and of the two read probes, in that order."""
     copy = bandwidth_probe(device, probe_bytes)
-    matmul = compute_probe(device, matmul_n, dtype)
     reads = [read_probe(device, probe_bytes), read_probe(device, small, "read_small")]
-    return copy, matmul, reads
+    return copy, reads
 
 
-def _best_ceilings(*measured: tuple[dict, dict, list[dict]]) -> tuple[dict, dict, list[dict]]:
-    """The best copy, matmul and read probes of several measurements, with their samples and each
+def _best_ceilings(*measured: tuple[dict, list[dict]]) -> tuple[dict, list[dict]]:
+    """The best copy and read probes of several measurements, with the copy's samples and each
     probe's ratio to the copy."""
-    copies = [copy for copy, _, _ in measured]
-    matmuls = [matmul for _, matmul, _ in measured]
-    reads = [r for _, _, probes in measured for r in probes]
+    copies = [copy for copy, _ in measured]
+    reads = [r for _, probes in measured for r in probes]
     probes = [
         max((r for r in reads if r["name"] == name), key=lambda r: r["gb_per_s"])
         for name in ("read", "read_small")
     ]
     copy = max(copies, key=lambda r: r["gb_per_s"])
-    matmul = max(matmuls, key=lambda r: r["gflop_per_s"])
     copy["samples_gb_per_s"] = [r["gb_per_s"] for r in copies]
-    matmul["samples_gflop_per_s"] = [r["gflop_per_s"] for r in matmuls]
     for r in probes:
         r["ratio_to_copy"] = r["gb_per_s"] / copy["gb_per_s"]
-    return copy, matmul, probes
+    return copy, probes
 
 
 def _batch_steps(
@@ -352,9 +345,17 @@ def _batch_steps(
 
 
 def ceilings(rows: list[dict]) -> tuple[dict, dict]:
-    """The copy and matmul ceiling rows."""
+    """The copy ceiling row and the compute one: the measured peak, or in a set written before the
+    peaks, its `matmul` row (a torch.mm timed in that run)."""
     by_name = {r["name"]: r for r in rows if r["kind"] == "ceiling"}
-    return by_name["copy"], by_name["matmul"]
+    return by_name["copy"], by_name.get("compute") or by_name["matmul"]
+
+
+def compute_label(row: dict) -> str:
+    """What the compute roof is, in words: the measured peak, or an old set's torch.mm."""
+    if row["name"] == "matmul":
+        return "torch.mm (timed, not a peak)"
+    return f"{str(row.get('peak', 'compute')).replace('_', ' ')} peak"
 
 
 def overhead_bound(rows: list[dict], share: float = 0.5) -> list[dict]:
@@ -374,7 +375,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     marked. 7.2 in wide, no font under 8.5 pt."""
     from attn.traces.plot import figure, save
 
-    copy, matmul = ceilings(rows)
+    copy, compute = ceilings(rows)
     steps = [r for r in rows if r["kind"] == "step"]
     impls = list(dict.fromkeys(r["impl"] for r in steps))
     style = {
@@ -384,7 +385,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     small = min((r["batch"] for r in steps), default=1)
 
     fig, (ax_r, ax_b) = figure(4.1, font_pt=9, ncols=2, gridspec_kw={"wspace": 0.32})
-    x_lo, x_hi = _draw_roofs(ax_r, steps, copy["gb_per_s"], matmul["gflop_per_s"])
+    x_lo, x_hi = _draw_roofs(ax_r, steps, copy["gb_per_s"], compute)
     _draw_roofline_steps(ax_r, steps, impls, style, big)
     _label_roofline(ax_r, x_lo, x_hi, big)
     _draw_bandwidth_steps(ax_b, steps, impls, style, big, small)
@@ -395,9 +396,10 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     save(fig, path)
 
 
-def _draw_roofs(ax, steps: list[dict], bw: float, peak: float) -> tuple[float, float]:
+def _draw_roofs(ax, steps: list[dict], bw: float, compute: dict) -> tuple[float, float]:
     """The memory roof bw * x and the compute roof, both measured here, their ridge and values;
     returns the x range (intensity) the panel shows."""
+    peak = compute["gflop_per_s"]
     xs = [r["intensity"] for r in steps] or [1.0]
     x_lo, x_hi = min(xs) / 8, max(max(xs) * 8, 2 * peak / bw)
     grid = [x_lo * (x_hi / x_lo) ** (i / 100) for i in range(101)]
@@ -405,7 +407,10 @@ def _draw_roofs(ax, steps: list[dict], bw: float, peak: float) -> tuple[float, f
     ridge = peak / bw  # FLOP per byte where the two roofs meet
     ax.axvline(ridge, color="#777777", lw=0.8, ls=":")
     ax.text(ridge, peak / 30, f" ridge\n {ridge:.3g}", fontsize=8.5, va="top")
-    roofs = f"roofs measured in this run:\ncopy {bw:.3g} GB/s\nmatmul {peak:.3g} GFLOP/s"
+    roofs = (
+        f"roofs measured in this run:\ncopy {bw:.3g} GB/s\n"
+        f"{compute_label(compute)} {peak:.3g} GFLOP/s"
+    )
     ax.text(0.03, 0.97, roofs, transform=ax.transAxes, ha="left", va="top", fontsize=8.5)
     return x_lo, x_hi
 
@@ -529,10 +534,10 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
 
 def summary_lines(rows: list[dict]) -> list[str]:
     """Plain lines: the ceilings, then each way's bandwidth ratio per length, overhead flagged."""
-    copy, matmul = ceilings(rows)
+    copy, compute = ceilings(rows)
     lines = [
         f"copy ceiling {copy['gb_per_s']:.2f} GB/s (samples {', '.join(f'{x:.2f}' for x in copy['samples_gb_per_s'])}); "
-        f"matmul ceiling {matmul['gflop_per_s']:.1f} GFLOP/s"
+        f"{compute_label(compute)} {compute['gflop_per_s']:.1f} GFLOP/s"
     ]
     for r in (r for r in rows if r["kind"] == "probe"):
         lines.append(

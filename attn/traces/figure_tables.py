@@ -154,11 +154,20 @@ def decoding_table(rows: list[dict]) -> str:
     longest cache, batch 1, and the share of its shortest step that a one-key cache already costs."""
     ceilings = {r["name"]: r for r in rows if r.get("kind") in ("ceiling", "probe")}
     lines = []
-    if "copy" in ceilings and "matmul" in ceilings:
+    if "copy" in ceilings and "compute" in ceilings:  # the dtype's peak, attn.profiling.peaks
+        copy, peak = ceilings["copy"]["gb_per_s"], ceilings["compute"]
+        lines.append(
+            f"Measured in this run: copy ceiling {copy:.1f} GB/s, compute peak "
+            f"{peak['gflop_per_s']:.0f} GFLOP/s ({md.text(peak.get('peak') or '?')}), so the roofs "
+            f"meet at {peak['gflop_per_s'] / copy:.1f} FLOPs per byte."
+        )
+    elif "copy" in ceilings and "matmul" in ceilings:  # a set from before the peaks
         copy, matmul = ceilings["copy"]["gb_per_s"], ceilings["matmul"]["gflop_per_s"]
         lines.append(
-            f"Measured in this run: copy ceiling {copy:.1f} GB/s, matmul {matmul:.0f} GFLOP/s, so the "
-            f"roofs meet at {matmul / copy:.1f} FLOPs per byte."
+            f"Measured in this run: copy ceiling {copy:.1f} GB/s, and a large `torch.mm` at "
+            f"{matmul:.0f} GFLOP/s, drawn as the compute roof, which meets the copy's at "
+            f"{matmul / copy:.1f} FLOPs per byte. This set predates the measured peaks: a "
+            "GEMM's rate is not the machine's compute peak, which can be higher."
         )
     steps = [r for r in rows if r.get("kind") == "step" and r.get("batch") == 1]
     if steps:
