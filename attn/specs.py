@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from attn.traces.benchmark_checks import (
     BenchmarkClaim,
+    bound_by,
     keeps_times,
     ratio_to_baseline_below,
     slower_than,
@@ -467,6 +468,11 @@ SPECS: tuple[Spec, ...] = (
                 "Peak memory stays under one score matrix: the [seq_q, seq_k] scores are never "
                 "allocated.",
                 peak_in_score_matrices(0), at_scale=True),
+            BenchmarkClaim("compute-bound-float32", "cpu",
+                "In float32, compute bounds custom_cpu, not memory: at every shape benchmarked, "
+                "its arithmetic intensity is above the machine's balance (its fp32 peak over the "
+                "triad's memory bandwidth, both measured in the same run).",
+                bound_by("compute", dtype="float32")),
             BenchmarkClaim("under-flash-causal-head-dim-64", "cpu",
                 "At head_dim 64, custom_cpu takes less time than sdpa_flash (time ÷ sdpa_flash "
                 "under 1) at every causal shape benchmarked, in float32 and in bfloat16.",

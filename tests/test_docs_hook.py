@@ -26,7 +26,7 @@ from mkdocs.structure.files import Files
 from test_traces_figure_tables import BENCH  # benchmark.json's rows
 
 from attn import specs
-from attn.traces import layout
+from attn.traces import layout, peaks_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs/hooks"
@@ -589,6 +589,27 @@ def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
     out = expand("<!-- profile-figure: scaling -->", "sdpa.md", profiles)
     assert "(profiles/cpu/scaling.svg)" in out and "(profiles/cpu/scaling.json)" in out
     assert "NVIDIA H200" not in out  # that set has no scaling picture
+
+
+def test_peaks_marker_shows_the_shares_and_what_limits_the_kernel(profiles):
+    marker = "<!-- profile-peaks: custom_cpu -->"
+    assert "Not profiled yet" in expand(marker, "custom-kernels.md", profiles)  # no benchmark
+    add_benchmark(profiles / "cpu", BENCH)  # a set from before the peaks
+    old = expand(marker, "custom-kernels.md", profiles)
+    assert "Shares of the measured peaks: not measured in this set." in old
+    assert "What limits custom_cpu, compute or memory: not measured in this set" in old
+    peaks = {"fp32_fma_tflops": 0.5, "triad_gbs": 10.0}
+    measured = [{**r, "dtype": "float32", "peaks": peaks, "peak": "fp32_fma",
+                 "peak_tflops": 0.5, "peak_share": 0.2} for r in BENCH]  # fmt: skip
+    add_benchmark(profiles / "cpu", measured)
+    waiting = expand(marker, "custom-kernels.md", profiles)
+    assert "No picture of the shares in this set yet: `python -m attn.profiling recheck`" in waiting
+    assert "By the roofline, compute bounds" in waiting
+    peaks_figure.write(profiles / "cpu", measured)
+    out = expand(marker, "custom-kernels.md", profiles)
+    assert "](profiles/cpu/peaks.svg){ loading=lazy }" in out
+    assert out.index("peaks.svg") < out.index("By the roofline")
+    assert "NVIDIA H200" not in out  # that set has no benchmark
 
 
 def test_benchmark_figure_shows_its_table_closed_under_the_picture(profiles):

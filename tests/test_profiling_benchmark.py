@@ -7,6 +7,7 @@ from attn.custom_ops import load_ops
 from attn.profiling import benchmark, config, peaks
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import ProfilingError
+from attn.traces import peaks_figure
 
 
 @pytest.fixture
@@ -80,6 +81,10 @@ def test_a_tiny_run_writes_rows_plot_and_prints_ratios(tmp_path, capsys, monkeyp
         "bfloat16, head_dim 32, causal"
         in (tmp_path / hardware_slug("cpu") / "benchmark.svg").read_text()
     )
+    # Each variant's share of the peaks, drawn from the rows as recheck draws it.
+    peaks_svg = tmp_path / hardware_slug("cpu") / "peaks.svg"
+    assert peaks_svg.read_text() == peaks_figure.svg_text(rows)
+    assert f">custom_cpu ({paths['bfloat16']})</text>" in peaks_svg.read_text()
     assert "custom_cpu" in capsys.readouterr().out
     for dtype in ("float32", "bfloat16"):
         (custom,) = [r for r in rows if r["variant"] == "custom_cpu" and r["dtype"] == dtype]
@@ -188,7 +193,7 @@ def test_a_shape_that_cannot_fit_is_one_line_before_any_timing(tmp_path, monkeyp
     assert not (tmp_path / hardware_slug("cpu")).exists()
 
 
-@pytest.mark.parametrize("where", ["benchmark.json", "benchmark.svg"])
+@pytest.mark.parametrize("where", ["benchmark.json", "benchmark.svg", "peaks.svg"])
 def test_an_output_that_is_a_folder_is_refused_before_any_timing(
     tmp_path, monkeypatch, capsys, where
 ):

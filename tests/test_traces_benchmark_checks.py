@@ -1,11 +1,14 @@
 """Benchmark claims on made-up benchmark.json and training.json rows: ratios to the baseline, one
 variant against another, saved bytes, and None where the intervals or the rows cannot tell."""
 
+import pytest
+
 from attn import specs
 from attn.traces.benchmark_checks import (
     BenchmarkClaim,
     BenchmarkEvidence,
     benchmark_shapes,
+    bound_by,
     keeps_times,
     ratio_to_baseline_below,
     slower_than,
@@ -54,7 +57,8 @@ def test_benchmark_claims_read_the_ratio_to_flash():
     math = results[("sdpa_math", "slower-than-inplace")]
     assert math["holds"] is True and "2.00× to 2.00×" in math["observed"]
     slow = bench(bench_rows({(512, True): 1.3}, math_over_inplace=0.9), "cpu")
-    assert [r["holds"] for r in slow.values()] == [False, False, False]
+    timed = {key: r for key, r in slow.items() if key[1] != "compute-bound-float32"}
+    assert [r["holds"] for r in timed.values()] == [False, False, False]
 
 
 def test_benchmark_claims_cannot_tell_where_the_intervals_overlap():
@@ -196,3 +200,42 @@ def test_a_benchmark_claim_is_a_claim_about_a_figure():
     (result,) = evaluate([claim], "cpu", BenchmarkEvidence("sdpa_math", []))
     assert result["holds"] is None and "no shape in benchmark.json" in result["observed"]
     assert {c.figure for s in specs.SPECS for c in s.benchmark_claims} == {"benchmark", "training"}
+
+
+def roofline_row(seq: int, dtype: str = "float32", **more) -> dict:
+    """custom_cpu at seq (head_dim 64, one head): intensity seq / 4 in float32, against a balance
+    of 100 FLOP per byte (1 TFLOP/s over a triad of 10 GB/s)."""
+    peaks = {"fp32_fma_tflops": 1.0, "triad_gbs": 10.0}
+    return {"variant": "custom_cpu", "batch": 1, "heads": 1, "seq": seq, "head_dim": 64,
+            "is_causal": False, "dtype": dtype, "time_us": 1000.0, "peaks": peaks,
+            "peak_tflops": 1.0, **more}  # fmt: skip
+
+
+def test_bound_by_reads_intensity_against_the_balance():
+    compute = BenchmarkEvidence("custom_cpu", [roofline_row(512), roofline_row(1024)])
+    holds, seen = bound_by("compute")(compute)
+    assert holds is True and seen.startswith("in float32, intensity 128 to 256 FLOP/byte against")
+    assert "above it at 2 of 2 shapes" in seen
+    assert bound_by("memory")(compute)[0] is False
+    mixed = BenchmarkEvidence("custom_cpu", [roofline_row(256), roofline_row(1024)])  # 64, 256
+    assert bound_by("compute")(mixed)[0] is False
+    assert "above it at 1 of 2 shapes" in bound_by("compute")(mixed)[1]
+    # Only the rows it is about: a bfloat16 row below the balance does not count for float32.
+    picked = BenchmarkEvidence("custom_cpu", [roofline_row(1024), roofline_row(64, "bfloat16")])
+    assert bound_by("compute", dtype="float32")(picked)[0] is True
+    assert bound_by("compute")(picked)[0] is False
+
+
+def test_bound_by_cannot_tell_in_a_set_without_the_peaks():
+    old = {"variant": "custom_cpu", "seq": 512, "head_dim": 64, "is_causal": True,
+           "time_us": 9.0, "matmul_tflops": 0.2, "ceiling_share": 1.3}  # fmt: skip
+    holds, seen = bound_by("compute")(BenchmarkEvidence("custom_cpu", [old]))
+    assert holds is None and seen.startswith("not measured in this set")
+    claim = specs.claim("custom_cpu", "compute-bound-float32")
+    assert claim.check(BenchmarkEvidence("custom_cpu", [roofline_row(1024)]))[0] is True
+    assert claim.check(BenchmarkEvidence("custom_cpu", [roofline_row(256)]))[0] is False
+
+
+def test_bound_by_names_a_roof_it_does_not_know():
+    with pytest.raises(ValueError, match="roof 'disk'"):
+        bound_by("disk")

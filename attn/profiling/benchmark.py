@@ -12,8 +12,10 @@ dtype, time_us (the median), low_us and high_us (its interquartile range), repea
   contender (the machine's own GEMM, not its limit), and its share of the same peak;
 - on a CPU, cpu_capability (the vector ISA torch ran with), and on custom_cpu's rows `path`, how
   it multiplied its tiles ("amx", "avx512_bf16" or "fp32")}
-and `benchmark.svg`, and prints each custom variant's time as a ratio of sdpa_flash's, with its
-interval, measured in the same run with interleaved calls. A share above 1 is refused: nothing is
+`benchmark.svg`, and `peaks.svg` (each variant's and torch.mm's share of the peaks, drawn from
+the rows by attn.traces.peaks_figure, as `recheck` redraws it), and prints each custom variant's
+time as a ratio of sdpa_flash's, with its interval, measured in the same run with interleaved
+calls. A share above 1 is refused: nothing is
 written, since it means a probe or a FLOP count is wrong. Rows from before the peaks carry
 matmul_tflops and ceiling_share instead (that torch.mm called this machine's ceiling); they are
 kept as they are. Speeds belong here, not in tests.
@@ -38,10 +40,11 @@ from attn.profiling.environment import device_name, hardware_slug, is_gpu
 from attn.profiling.flags import ProfilingError, positive, seconds, variant_name, wide_console
 from attn.profiling.peaks import measure_peaks, peak_of
 from attn.profiling.timing import measure, time_interleaved
-from attn.traces import layout
-from attn.traces.atomic import RefusedOutput
+from attn.traces import layout, peaks_figure
+from attn.traces.atomic import RefusedOutput, check_output
 from attn.traces.intervals import ratio
 from attn.traces.plot import figure, plain_log_ticks, save
+from attn.traces.roofline import attention_flops
 from attn.traces.terminal import say
 
 BASELINE = specs.BENCHMARK_BASELINE
@@ -56,15 +59,6 @@ SCORES_LIMIT_BYTES = 16 * 2**30
 def significant(x: float, digits: int = 4) -> float:
     """x kept to a few significant digits: a small rate stays small instead of rounding to 0."""
     return float(f"{x:.{digits}g}")
-
-
-def attention_flops(batch: int, heads: int, seq: int, head_dim: int, is_causal: bool) -> float:
-    """FLOPs of one forward: two matmuls of 2*s*s*d each per head. A causal run counts the
-    triangle, not the square: query i sees keys j <= i, about half of the s*s scores, and the
-    kernels skip the rest, so counting the square would double a causal kernel's rate (and could
-    put it above the machine's peak)."""
-    flops = 4 * batch * heads * seq * seq * head_dim
-    return flops / 2 if is_causal else flops
 
 
 MATMUL_N = {"cpu": 1024, "cuda": 8192}  # torch.mm's square: large enough to run at speed
@@ -262,8 +256,10 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     check_shares(rows)  # before anything is written: an earlier file stays as it was
     threads = "" if is_gpu(device) else f" ({torch.get_num_threads()} CPU threads)"
     title = f"Forward time on {device_name(device)}{threads}"
-    rows = merged(Path(out_root) / hardware_slug(device) / "benchmark.json", rows)
-    return sweeps.write(out_root, device, "benchmark", with_ratios(rows), plot, title)
+    rows = with_ratios(merged(Path(out_root) / hardware_slug(device) / "benchmark.json", rows))
+    folder = sweeps.write(out_root, device, "benchmark", rows, plot, title)
+    peaks_figure.write(folder, rows)  # drawn from the rows alone: recheck redraws it the same
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     benchmark_json = Path(args.out) / hardware_slug(args.device) / "benchmark.json"
     try:  # an earlier file that cannot be kept, a shape that cannot fit: said before the timing
         layout.check_figure(benchmark_json.parent, "benchmark")
+        check_output(benchmark_json.parent / peaks_figure.FILE)
         merged(benchmark_json, [])
         for dtype, head_dim, seq in itertools.product(dtypes, args.head_dims, seqs):
             check_fits(config_of(args.device, seq, head_dim, dtype), "--seqs or --head-dims")
@@ -316,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         of_peak = "?" if r.get("peak_share") is None else f"{r['peak_share']:.3f}"
         table.add_row(r["variant"], *shape, ms, spread, of_peak)
     wide_console(stderr=False).print(table)
-    print(f"benchmark: {len(rows)} rows written to {folder}/benchmark.json and benchmark.svg")
+    written = "benchmark.json, benchmark.svg and peaks.svg"
+    print(f"benchmark: {len(rows)} rows written to {folder}/: {written}")
     return 0
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from attn.traces import layout
+from attn.traces import layout, peaks_figure
 from attn.traces.atomic import atomic_folder, write_json
 from attn.traces.backward import summarize_backward
 from attn.traces.claims import evaluate
@@ -217,4 +217,24 @@ def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
             write_overview(hw, catalog.names(), catalog.REFERENCE)
             write_diffs(hw, catalog.diff_pairs())
             layout.write_manifest(hw)
+        changed += recheck_peaks(hw, write)
     return changed
+
+
+def recheck_peaks(hw: Path, write: bool = True) -> list[dict]:
+    """The set's peaks.svg against the picture its benchmark.json gives (none without peaks);
+    with write, redrawn or removed. One row {path, before, after} where it differs."""
+    rows_path, path = hw / "benchmark.json", hw / peaks_figure.FILE
+    if not rows_path.is_file():
+        return []
+    try:
+        rows = json.loads(rows_path.read_text(encoding="utf-8"))
+        expected = peaks_figure.svg_text(rows)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise BrokenSet(f"{rows_path} is not a benchmark's rows ({type(e).__name__}: {e})") from e
+    stored = path.read_text(encoding="utf-8") if path.is_file() else None
+    if stored == expected:
+        return []
+    if write:
+        peaks_figure.write(hw, rows)
+    return [{"path": path, "before": None, "after": None}]

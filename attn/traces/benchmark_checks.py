@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from attn.traces import intervals
+from attn.traces import intervals, roofline
 from attn.traces.claims import Check, Claim
 
 
@@ -135,5 +135,26 @@ def keeps_times(factor: float, other: str, from_seq: int) -> Check:
             return None, f"no length from {from_seq} on has both {ev.variant} and {other}"
         shown = ", ".join(f"{x:.1f}× at seq {seq}" for seq, x in ratios)
         return min(x for _, x in ratios) >= factor, f"{ev.variant} ÷ {other}: {shown}"
+
+    return check
+
+
+def bound_by(roof: str, **only) -> Check:
+    """At every benchmarked shape (of the rows with the values `only` gives, such as
+    dtype="float32"), `roof` ("compute" or "memory") bounds the variant by the roofline: its
+    arithmetic intensity is above the machine's balance (compute) or not (memory), from the peaks
+    measured in the same run (attn.traces.roofline). A set without them cannot tell."""
+    if roof not in ("compute", "memory"):
+        raise ValueError(f"roof {roof!r}: say 'compute' or 'memory'")
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        mine = [r for r in ev.rows if all(r.get(f) == v for f, v in only.items())]
+        found = roofline.limits(mine, ev.variant)
+        if not found:
+            return None, (
+                f"not measured in this set: no {ev.variant} row of benchmark.json carries the "
+                "peaks and the triad's bandwidth, benchmarked before they were measured"
+            )
+        return all(lim.bound == roof for lim in found), roofline.observed(found)
 
     return check

@@ -122,6 +122,10 @@ class Panel:
 
     def write(self, path: Path) -> None:
         """Write the panel as an SVG file."""
+        Path(path).write_text(self.svg(), encoding="utf-8")
+
+    def svg(self) -> str:
+        """The panel as an SVG document."""
         box = self.box()
         width, height = self.width_in * 72, self.height_in * 72
         head = [
@@ -137,7 +141,7 @@ class Panel:
             f' <rect width="{number(width)}" height="{number(height)}" style="fill: #ffffff"/>\n'
         ]
         body = self._shapes(box) + self._axes(box) + self._texts(box) + self._legend(height)
-        Path(path).write_text("".join(head + body) + "</svg>\n", encoding="utf-8")
+        return "".join(head + body) + "</svg>\n"
 
     def _to(self, box, x: float, y: float) -> tuple[float, float]:
         """Data coordinates to pt on the page."""

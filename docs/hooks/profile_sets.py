@@ -24,7 +24,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from set_svg import BadSvg, check_svg
 
-from attn.traces import intervals, layout
+from attn.traces import intervals, layout, peaks_figure
 
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 
@@ -294,6 +294,8 @@ def artifact_files(root: Path, config) -> list[File]:
         paths += [
             folder / f"{f}.{ext}" for f in manifest.get("figures", []) for ext in ("svg", "json")
         ]
+        if "benchmark" in manifest.get("figures", []):  # drawn from its rows, when they have peaks
+            paths += [folder / peaks_figure.FILE]
         paths += [folder / layout.DIFF_DIR / d for d in manifest.get("diffs", [])]
         for name, entry in manifest["variants"].items():
             paths += [

@@ -50,12 +50,13 @@ from profile_text import (
 from rank_text import ranks_text
 
 from attn import specs
-from attn.traces import layout
+from attn.traces import layout, peaks_figure
 from attn.traces import markdown as md
 from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
 from attn.traces.diff import render_diff as diff_markdown
 from attn.traces.figure_tables import benchmark_table, decoding_table, table_head, table_row
+from attn.traces.roofline import limit_sentence
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.traces.units import count_text, time_text
 
@@ -301,6 +302,38 @@ def figure_tab(hw: dict, page: Page, name: str) -> str | None:
     return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
 
 
+def render_peaks(page: Page, name: str) -> str:
+    """`<!-- profile-peaks: name -->`: each set's peaks.svg (its variants' shares of the measured
+    peaks) and what limits the variant there, compute or memory, from its benchmark rows."""
+    page.variants(name)
+    return per_set(page, "a benchmark", peaks_tab, page, name)
+
+
+def peaks_tab(hw: dict, page: Page, name: str) -> str | None:
+    """The set's picture of the shares, where it has one, and the sentence of what limits the
+    variant; nothing where the set's benchmark has no row of the variant."""
+    if "benchmark" not in hw["manifest"].get("figures", []):
+        return None
+    path = hw["folder"] / "benchmark.json"
+    rows = read_json(path, list)
+    if not any(r.get("variant") == name for r in rows):
+        return None
+    try:  # every value shows as text
+        text = [md.prose(limit_sentence(rows, name))]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BrokenSet(f"profiles hook: {path}: a row the page cannot show ({e!r})") from e
+    if (hw["folder"] / peaks_figure.FILE).is_file():
+        svg = page.link(f"profiles/{hw['slug']}/{peaks_figure.FILE}")
+        alt = f"Each variant's share of the measured peaks on {md.text(hw['title'])}"
+        text.insert(0, f"![{alt}]({svg}){{ loading=lazy }}")
+    elif peaks_figure.groups(rows):  # a set benchmarked with the peaks, before the picture
+        later = "`python -m attn.profiling recheck` draws it from benchmark.json"
+        text.insert(0, f"No picture of the shares in this set yet: {later}.")
+    else:
+        text.insert(0, "Shares of the measured peaks: not measured in this set.")
+    return "\n\n".join(text)
+
+
 def figure_table(hw: dict, name: str) -> str:
     """The figure's rows as a table; a row of the wrong type fails the build naming the file."""
     path = hw["folder"] / f"{name}.json"
@@ -508,6 +541,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-env": (0, render_env),
     "profile-glance": (0, render_glance),
     "profile-figure": (1, render_figure),
+    "profile-peaks": (1, render_peaks),
     "profile-chapters": (0, render_chapters),
     "profile-public": (1, render_public),
     "profile-guess": (None, render_guess),
