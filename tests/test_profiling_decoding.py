@@ -114,7 +114,7 @@ def test_write_puts_json_and_a_readable_svg(tmp_path, rows):
     sizes = [float(s) for s in re.findall(r"font-size: ([\d.]+)px", svg)]
     assert sizes and min(sizes) >= 8.5
     assert "copy ceiling" in svg and "ridge" in svg and "SDPA enable_gqa" in svg
-    assert "fp32 fma peak 500 GFLOP/s" in svg and "matmul" not in svg
+    assert "fp32 FMA peak 500 GFLOP/s" in svg and "matmul" not in svg
     assert "sum of 1 MiB" in svg
     assert sorted(p.name for p in folder.iterdir()) == ["decoding.json", "decoding.svg"]
 
@@ -184,6 +184,6 @@ def test_command_line_writes_both_files(tmp_path, monkeypatch, capsys):
     assert (tmp_path / hardware_slug("cpu") / "decoding.json").is_file()
     assert (tmp_path / hardware_slug("cpu") / "decoding.svg").is_file()
     out = capsys.readouterr().out
-    assert "copy ceiling" in out and "fp32 fma peak 500.0 GFLOP/s" in out
+    assert "copy ceiling" in out and "fp32 FMA peak 500.0 GFLOP/s" in out
     with pytest.raises(SystemExit):
         decoding.main(["--lengths", "0"])

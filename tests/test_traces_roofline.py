@@ -76,7 +76,11 @@ def test_observed_is_said_per_dtype():
 
 def test_a_set_without_the_peaks_says_not_measured():
     old = [{**row(1024), "peaks": None, "peak_tflops": None, "matmul_tflops": 0.2}]
-    assert "not measured in this set" in limit_sentence(old, "custom_cpu")
+    assert "not measured in this set (its benchmark ran before" in limit_sentence(old, "custom_cpu")
+    gpu = [{**row(1024), "peaks": {"bf16_tflops": 900.0, "triad_gbs": None}}]  # a GEMM alone
+    assert limit_sentence(gpu, "custom_cpu").endswith(
+        "not measured in this set (it measured no memory bandwidth beside the compute peak)."
+    )
 
 
 def test_an_unknown_dtype_is_named():

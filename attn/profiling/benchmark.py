@@ -15,8 +15,8 @@ dtype, time_us (the median), low_us and high_us (its interquartile range), repea
 `benchmark.svg`, and `peaks.svg` (each variant's and torch.mm's share of the peaks, drawn from
 the rows by attn.traces.peaks_figure, as `recheck` redraws it), and prints each custom variant's
 time as a ratio of sdpa_flash's, with its interval, measured in the same run with interleaved
-calls. A share above 1 is refused: nothing is
-written, since it means a probe or a FLOP count is wrong. Rows from before the peaks carry
+calls. A share above 1 is refused: nothing is written, since it means a probe or a FLOP count is
+wrong. Rows from before the peaks carry
 matmul_tflops and ceiling_share instead (that torch.mm called this machine's ceiling); they are
 kept as they are. Speeds belong here, not in tests.
 """

@@ -355,7 +355,7 @@ def compute_label(row: dict) -> str:
     """What the compute roof is, in words: the measured peak, or an old set's torch.mm."""
     if row["name"] == "matmul":
         return "torch.mm (timed, not a peak)"
-    return f"{str(row.get('peak', 'compute')).replace('_', ' ')} peak"
+    return f"{str(row.get('peak', 'compute')).replace('_', ' ').replace('fma', 'FMA')} peak"
 
 
 def overhead_bound(rows: list[dict], share: float = 0.5) -> list[dict]:

@@ -106,10 +106,13 @@ def limit_sentence(rows: list[dict], variant: str) -> str:
     some shapes; 'not measured in this set' without the peaks."""
     found = limits(rows, variant)
     if not found:
-        return (
-            f"What limits {variant}, compute or memory: not measured in this set (its benchmark "
-            "ran before the machine's peaks and memory bandwidth were measured)."
+        measured = any(r.get("peak_tflops") for r in rows if r.get("variant") == variant)
+        why = (
+            "it measured no memory bandwidth beside the compute peak"
+            if measured
+            else "its benchmark ran before the machine's peaks and memory bandwidth were measured"
         )
+        return f"What limits {variant}, compute or memory: not measured in this set ({why})."
     above, text = sum(lim.bound == "compute" for lim in found), observed(found)
     if above == len(found):
         verdict = f"compute bounds {variant}, not memory"
