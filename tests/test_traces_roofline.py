@@ -45,6 +45,8 @@ def test_a_row_without_the_peaks_or_the_triad_has_no_verdict():
     assert limit_of({**row(1024), "peak_tflops": None}) is None
     assert limit_of({**row(1024), "peaks": {**PEAKS, "triad_gbs": None}}) is None  # a GPU's
     assert limits([row(1024, variant="sdpa_flash")], "custom_cpu") == []
+    assert limit_of({**row(1024), "dtype": "int8"}) is None  # bytes per element unknown
+    assert limit_of({**row(1024), "batch": None}) is None
 
 
 def test_the_sentence_says_compute_memory_or_both():

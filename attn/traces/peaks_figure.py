@@ -38,8 +38,9 @@ def groups(rows: list[dict]) -> list[Group]:
     """Per dtype with a measured peak: each variant's lowest and highest share of it (ours first,
     a kernel's path beside its name), then torch.mm's."""
     found = []
-    for dtype in dict.fromkeys(r.get("dtype") for r in rows if r.get("peak_share") is not None):
-        mine = [r for r in rows if r.get("dtype") == dtype and r.get("peak_share") is not None]
+    shared = [r for r in rows if r.get("peak_share") is not None and r.get("peak_tflops")]
+    for dtype in dict.fromkeys(r.get("dtype") for r in shared):
+        mine = [r for r in shared if r.get("dtype") == dtype]
         run = list(dict.fromkeys(r["variant"] for r in mine))
         ours = {r["variant"] for r in mine if "ratio_to_flash" in r}
         # Ours first, then the others, the last run first (sdpa_flash before sdpa_math, inplace).

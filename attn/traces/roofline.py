@@ -44,9 +44,12 @@ class Limit(NamedTuple):
 
 
 def limit_of(row: dict) -> Limit | None:
-    """The row's Limit, or None where the row lacks the compute peak or the triad's bandwidth."""
+    """The row's Limit, or None where the row lacks the compute peak, the triad's bandwidth, or
+    the shape and dtype its bytes are counted from."""
     peak, gbs = row.get("peak_tflops"), (row.get("peaks") or {}).get("triad_gbs")
-    if not peak or not gbs:
+    if not peak or not gbs or row.get("dtype") not in BYTES:
+        return None
+    if any(row.get(k) is None for k in ("batch", "heads")):
         return None
     shape = (row["batch"], row["heads"], row["seq"], row["head_dim"])
     flops = attention_flops(*shape, row["is_causal"])

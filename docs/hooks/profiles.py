@@ -319,14 +319,14 @@ def peaks_tab(hw: dict, page: Page, name: str) -> str | None:
     if not any(r.get("variant") == name for r in rows):
         return None
     try:  # every value shows as text
-        text = [md.prose(limit_sentence(rows, name))]
+        text, drawn = [md.prose(limit_sentence(rows, name))], bool(peaks_figure.groups(rows))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BrokenSet(f"profiles hook: {path}: a row the page cannot show ({e!r})") from e
     if (hw["folder"] / peaks_figure.FILE).is_file():
         svg = page.link(f"profiles/{hw['slug']}/{peaks_figure.FILE}")
         alt = f"Each variant's share of the measured peaks on {md.text(hw['title'])}"
         text.insert(0, f"![{alt}]({svg}){{ loading=lazy }}")
-    elif peaks_figure.groups(rows):  # a set benchmarked with the peaks, before the picture
+    elif drawn:  # a set benchmarked with the peaks, before the picture
         later = "`python -m attn.profiling recheck` draws it from benchmark.json"
         text.insert(0, f"No picture of the shares in this set yet: {later}.")
     else:
