@@ -77,9 +77,29 @@ def test_benchmark_table_lists_ratios_to_flash_with_the_shape():
     assert "`custom_cpu` multiplied its tiles with: fp32 in float32." in out
     row = (
         "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
-        "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"
+        "| 0.75×<br><small>0.61–0.92×, faster</small> | 0.20 |"
     )
     assert row in out
+
+
+def test_benchmark_table_gives_a_verdict_per_shape_and_counts_them():
+    def mine(seq, low, high, causal=True):
+        ratio = (low + high) / 2
+        return {**BENCH[1], "seq": seq, "is_causal": causal, "low_us": 140.0, "high_us": 160.0,
+                "ratio_to_flash": ratio, "ratio_low": low, "ratio_high": high}  # fmt: skip
+
+    rows = [mine(512, 0.6, 0.9), mine(1024, 0.7, 0.95), mine(2048, 0.9, 1.1)]
+    rows.append(mine(512, 1.2, 1.4, causal=False))
+    out = benchmark_table(rows, "sdpa_flash")
+    assert (
+        "- `custom_cpu` against `sdpa_flash`: faster at 2 of 4 shapes, slower at 1 "
+        "(float32 512 × 64, full), cannot tell at 1 (float32 2048 × 64, causal)."
+    ) in out
+    verdicts = [line.split("×, ")[1].split("<")[0] for line in out.splitlines() if "×, " in line]
+    assert verdicts == ["faster", "faster", "cannot tell", "slower"]
+    # Rows from before ratios had ranges give no verdict: a ratio alone cannot tell.
+    bare = [{**BENCH[1], "ratio_to_flash": 0.75}]
+    assert "against" not in benchmark_table(bare, "sdpa_flash")
 
 
 def test_no_committed_set_shows_a_rate_above_its_peak():
