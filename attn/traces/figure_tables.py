@@ -11,7 +11,7 @@ from __future__ import annotations
 from attn.traces import intervals
 from attn.traces import markdown as md
 from attn.traces.benchmark_checks import counts, ratio_verdict
-from attn.traces.units import time_text
+from attn.traces.units import bytes_text, time_text
 
 # --- pieces of a table ----------------------------------------------------------------------------
 
@@ -184,6 +184,59 @@ def benchmark_row(r: dict, shares: bool) -> str:
     share = r.get("peak_share")
     cells = [None if share is None else f"{share:.2f}"] if shares else []
     return table_row([md.code(r["variant"]), shape, time, ratio, *cells])
+
+
+# --- scaling.json ---------------------------------------------------------------------------------
+
+
+def scaling_table(rows: list[dict], reference: str) -> str:
+    """Each variant's time at each length swept (median and interquartile range) and its speedup
+    over `reference` at that length: the ratio of the medians, the range the two allow, and what it
+    says (faster, slower, cannot tell); above it, those verdicts counted per variant. A set whose
+    rows have no ranges: times alone."""
+    ref = {r["seq"]: r for r in rows if r["variant"] == reference}
+    timed = all("low_us" in r for r in rows) and ref
+    lines = []
+    if timed:
+        lines += [
+            f"Time: the median and its {intervals.INTERVAL}. Speedup: {md.code(reference)}'s "
+            "median ÷ the variant's at the same length, with the lowest and highest ratio the two "
+            "ranges allow: faster or slower where that range leaves out 1×, else cannot tell.",
+            "",
+        ]
+        for name in dict.fromkeys(r["variant"] for r in rows if r["variant"] != reference):
+            grid = [
+                (_speedup(r, ref[r["seq"]])[-1], f"seq {r['seq']}")
+                for r in rows
+                if r["variant"] == name and r["seq"] in ref
+            ]
+            lines.append(f"- {md.code(name)}: {md.text(counts(grid, FASTER, of='lengths'))}.")
+        lines.append("")
+    speedups = [f"speedup over {reference}"] if timed else []
+    lines += table_head(["variant", "seq", "time", *speedups, "peak memory"], 2)
+    for r in rows:
+        peak = r.get("peak_memory_bytes")
+        cells = [md.code(r["variant"]), int(r["seq"])]
+        memory = [bytes_text(peak) if peak else None]
+        if not timed:
+            lines.append(table_row([*cells, time_text(r["time_us"]), *memory]))
+            continue
+        mine = {**r, "median_us": r["time_us"]}
+        if r["variant"] == reference or r["seq"] not in ref:
+            speedup = "1×" if r["variant"] == reference else None
+        else:
+            value, low, high, verdict = _speedup(r, ref[r["seq"]])
+            speedup = ratio_cell(value, low, high, verdict, FASTER)
+        lines.append(table_row([*cells, timed_cell(mine), speedup, *memory]))
+    return "\n".join(lines)
+
+
+def _speedup(r: dict, ref: dict) -> tuple[float, float, float, bool | None]:
+    """ref's median ÷ r's, the range their intervals allow, and whether r is faster (None: the
+    range holds 1×)."""
+    as_timed = lambda x: {**x, "median_us": x["time_us"], "repeats": x.get("repeats", 1)}  # noqa: E731
+    value, low, high = intervals.ratio(as_timed(ref), as_timed(r))
+    return value, low, high, intervals.above(low, high)
 
 
 # --- decoding.json --------------------------------------------------------------------------------

@@ -56,7 +56,13 @@ from attn.traces import markdown as md
 from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
 from attn.traces.diff import render_diff as diff_markdown
-from attn.traces.figure_tables import benchmark_table, decoding_table, table_head, table_row
+from attn.traces.figure_tables import (
+    benchmark_table,
+    decoding_table,
+    scaling_table,
+    table_head,
+    table_row,
+)
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.traces.units import count_text, time_text
 
@@ -73,6 +79,7 @@ MADE_BY = {
 TABLES = {  # figure -> its data, tabled
     "benchmark": lambda rows: benchmark_table(rows, specs.BENCHMARK_BASELINE),
     "decoding": decoding_table,
+    "scaling": lambda rows: scaling_table(rows, specs.REFERENCE),
 }
 
 
