@@ -87,6 +87,7 @@ from attn.traces.shape_checks import (
     repeat_copies,
     score_sized_input,
 )
+from attn.traces.step_times import profiled_over_timed
 from attn.traces.trace_checks import (
     END,
     absent,
@@ -652,6 +653,10 @@ SPECS: tuple[Spec, ...] = (
                 f"From {CHAPTER_SEQ} tokens on (the chapter's length), train_naive keeps at least "
                 "4× the bytes train_sdpa_flash keeps for the backward.",
                 keeps_times(4, "train_sdpa_flash", CHAPTER_SEQ), figure="training"),
+            BenchmarkClaim("profiled-over-timed", "cpu",
+                "At every training step, the profiled forward plus backward takes longer than "
+                "the whole step timed without the profiler, though the step also holds the loss.",
+                profiled_over_timed, figure="timing"),
             keeps_score_sized("gpu-keeps-scores", "cuda", "the softmax's output"),
             BenchmarkClaim("gpu-keeps-4x-flash", "cuda",
                 f"From {CHAPTER_SEQ} tokens on, train_naive keeps at least 4× the bytes "

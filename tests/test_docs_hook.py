@@ -429,11 +429,13 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
     add_benchmark(profiles / "cpu", BENCH)
     after = expand(marker, "custom-kernels.md", profiles)
     assert after.startswith('\n!!! success "At head_dim 64, custom_cpu takes less time')
-    assert "✓ **holds** on CPU (observed: 0.75× (float32, seq 512, head_dim 64)" in after
+    assert (
+        "✓ **holds** on CPU (observed: under 1× at 1 of 1 shapes; 0.75× (float32, seq 512" in after
+    )
     assert "batch 1 × 8 heads" in after
     slower = expand("<!-- profile-claim: sdpa_math slower-than-inplace -->", "sdpa.md", profiles)
     assert slower.startswith('\n!!! success "sdpa_math takes more time than the in-place module')
-    assert "(observed: sdpa_math ÷ inplace: 2.00× to 2.00× over 1 shapes" in slower
+    assert "(observed: slower at 1 of 1 shapes; sdpa_math ÷ inplace: 2.00× to 2.00×" in slower
     gpu = expand("<!-- profile-claim: custom_cuda gpu-within-2x-of-flash -->", "x.md", profiles)
     assert (
         "Not measured yet: no profile set here has benchmark.json on a GPU." in gpu
@@ -636,14 +638,18 @@ def test_chapters_marker_lists_the_nav_with_each_pages_description(profiles, tmp
         expand("<!-- profile-chapters -->", "index.md", profiles, config)
 
 
-def add_training_step(folder: Path) -> None:
-    """A train_naive folder beside the set's naive: its summary gets a backward block."""
+def add_training_step(folder: Path, spread: bool = False) -> None:
+    """A train_naive folder beside the set's naive: its summary gets a backward block (with
+    `spread`, each profiled step's times, as a summary keeps them since they are shown)."""
     naive = json.loads((folder / "naive" / "summary.json").read_text())
     backward = {
         "cpu_time_us": 2469.0, "device_time_us": None, "ops_per_backward": 78.0,
         "kernels_per_backward": None, "peak_memory_bytes": 2**20,
         "saved_for_backward_bytes": 5 * 2**20, "peak_memory_step_bytes": 7 * 2**20,
     }  # fmt: skip
+    if spread:  # the steps' times around their means, 1234.5 µs and 2469 µs
+        naive["ranges"] = [{"cpu_time_us": t} for t in (1200.0, 1234.5, 1269.0)]
+        backward["ranges"] = [{"cpu_time_us": t} for t in (2400.0, 2469.0, 2538.0)]
     for name in ("summary.json", "trace.json.gz", "viewer.png", "timeline.svg"):
         source = folder / "naive" / name
         if name == "summary.json":
@@ -660,20 +666,57 @@ def add_training_step(folder: Path) -> None:
 def test_a_training_step_shows_its_backward_apart(profiles):
     add_training_step(profiles / "cpu")
     out = expand("<!-- profile: train_naive -->", "training.md", profiles)
-    assert (
-        "**Per backward:** 2.47 ms CPU time (profiled) · 78 ATen ops · 1.0 MiB peak memory · "
-        in out
+    assert (  # this summary kept no times per step: a reader is told there is no spread
+        "**Per backward:** 2.47 ms (no spread in this set) CPU time (profiled) · 78 ATen ops · "
+        "1.0 MiB peak memory · " in out
     )
     assert "5.0 MiB saved for it · 7.0 MiB peak of the step" in out
     assert "trace viewer, one attn_bwd" in out and 'data-trace-range="attn_bwd"' in out
     glance = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     lesson = specs.spec("train_naive").lesson
     name = f"`train_naive`<br><small>{lesson}</small>"
-    assert f"| {name} | – | 1.23 ms | 2.47 ms | 5.0 MiB | 7.0 MiB |" in glance  # no timing pass
-    head = "| step (median, IQR) | forward (profiled) | backward (profiled) | saved for backward |"
+    nothing = "<br><small>no spread in this set</small>"
+    cells = f"| {name} | – | 1.23 ms{nothing} | 2.47 ms{nothing} | 5.0 MiB | 7.0 MiB |"
+    assert cells in glance  # no timing pass either
+    head = (
+        "| step (median, IQR) | forward (profiled, range) | backward (profiled, range) | "
+        "saved for backward |"
+    )
     assert head in glance
     assert "Training steps: a whole step timed" in glance
     assert f"| {name} | 45 |" not in glance  # not among the forwards
+
+
+def test_a_training_steps_times_carry_their_spread_and_why_two_measures_differ(profiles):
+    add_training_step(profiles / "cpu", spread=True)
+    out = expand("<!-- profile: train_naive -->", "training.md", profiles)
+    assert "**Per forward:** 1.23 ms (1.20 ms–1.27 ms) CPU time (profiled)" in out
+    assert "**Per backward:** 2.47 ms (2.40 ms–2.54 ms) CPU time (profiled)" in out
+    marker = "<!-- profile-claim: train_naive profiled-over-timed -->"
+    assert "Not measured yet" in expand(marker, "training.md", profiles)  # no timing pass yet
+    # Profiled, forward plus backward: 3.60 to 3.81 ms a step; timed whole: 3.0 to 3.2 ms.
+    add_timing(profiles / "cpu", {"train_naive": (3.1e3, 3.0e3, 3.2e3)})
+    glance = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    assert (
+        "| 1.23 ms<br><small>1.20 ms–1.27 ms</small> | 2.47 ms<br><small>2.40 ms–2.54 ms" in glance
+    )
+    assert (
+        "The profiled forward plus backward against the step timed whole: longer at 1 of 1 "
+        "steps; the profiler records every op" in glance
+    )
+    box = expand(marker, "training.md", profiles)
+    assert box.startswith('\n!!! success "At every training step, the profiled forward plus')
+    assert (
+        "✓ **holds** on CPU (observed: longer at 1 of 1 steps: train_naive: profiled 3.70 ms "
+        "(3.60 ms–3.81 ms), timed 3.10 ms (3.00 ms–3.20 ms). Why: the profiler records" in box
+    )
+    # Timed slower than profiled: the claim fails, and both texts give the other reason.
+    add_timing(profiles / "cpu", {"train_naive": (4.1e3, 4.0e3, 4.2e3)})
+    box = expand(marker, "training.md", profiles)
+    assert box.startswith("\n!!! warning") and "✗ **does not hold** on CPU" in box
+    assert "shorter at 1 (train_naive)" in box and "the timed step also holds the loss" in box
+    glance = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    assert "longer at 0 of 1 steps, shorter at 1 (train_naive); the timed step also" in glance
 
 
 def test_a_figure_claim_reads_its_figures_rows(profiles):
@@ -691,7 +734,10 @@ def test_a_figure_claim_reads_its_figures_rows(profiles):
     sets.hardware_sets.cache_clear()
     after = expand(marker, "training.md", profiles)
     assert after.startswith('\n!!! success "From 1024 tokens on')
-    assert "(observed: train_naive ÷ train_sdpa_flash: 5.0× at seq 1024, 9.4× at seq 2048)" in after
+    assert (
+        "(observed: at least 4× at 2 of 2 lengths; train_naive ÷ train_sdpa_flash: 5.0× at seq "
+        "1024, 9.4× at seq 2048)"
+    ) in after
 
 
 def test_public_marker_shows_source_findings_picture_and_claims(profiles):

@@ -49,7 +49,7 @@ def test_benchmark_claims_read_the_ratio_to_flash():
     faster = results[("custom_cpu", "under-flash-causal-head-dim-64")]
     assert faster["holds"] is True
     assert faster["observed"] == (
-        "0.70× (seq 512, head_dim 64) to 0.90× (seq 4096, head_dim 64) over 2 causal shapes: "
+        "under 1× at 2 of 2 shapes; 0.70× (seq 512, head_dim 64) to 0.90× (seq 4096, head_dim 64) over 2 causal shapes: "
         "batch 1 × 8 heads, seq 512 to 4096, head_dim 64"
     )
     within = results[("custom_cpu", "within-1.25x-of-flash")]
@@ -88,7 +88,7 @@ def test_benchmark_claims_pick_their_rows_and_name_the_dtype():
     under = bench(mixed, "cpu")[("custom_cpu", "under-flash-causal-head-dim-64")]
     assert under["holds"] is True  # head_dim 128 and the non-causal rows are not its business
     assert under["observed"] == (
-        "0.80× (float32, seq 2048, head_dim 64) to 0.90× (bfloat16, seq 2048, head_dim 64) over 2 "
+        "under 1× at 2 of 2 shapes; 0.80× (float32, seq 2048, head_dim 64) to 0.90× (bfloat16, seq 2048, head_dim 64) over 2 "
         "causal shapes: batch 1 × 8 heads, seq 2048, head_dim 64, float32 and bfloat16"
     )
     assert bench(mixed, "cpu")[("custom_cpu", "within-1.25x-of-flash")]["holds"] is True
@@ -137,11 +137,14 @@ def test_a_ratio_is_read_only_from_the_rows_the_claim_is_about():
     ev = BenchmarkEvidence("custom_cpu", rows)
     assert ratio_to_baseline_below(1.0, is_causal=True, head_dim=64)(ev) == (
         True,
-        "0.80× (seq 512, head_dim 64) to 0.80× (seq 512, head_dim 64) over 1 causal shapes: "
+        "under 1× at 1 of 1 shapes; 0.80× (seq 512, head_dim 64) to 0.80× (seq 512, head_dim 64) over 1 causal shapes: "
         "batch 1 × 8 heads, seq 512, head_dim 64",
     )
     holds, observed = ratio_to_baseline_below(1.0)(ev)  # every row of the variant
-    assert holds is False and observed.startswith("0.80× (seq 512, head_dim 64) to 1.50×")
+    assert holds is False and observed.startswith(
+        "under 1× at 1 of 3 shapes, over 1× at 2 (seq 512, head_dim 64, full; "
+        "seq 512, head_dim 128, causal); 0.80× (seq 512, head_dim 64) to 1.50×"
+    )
     assert "over 3 shapes" in observed
     assert ratio_to_baseline_below(1.0)(BenchmarkEvidence("custom_cuda", rows)) == (
         None,
@@ -165,7 +168,7 @@ def test_slower_than_compares_the_same_shapes_only():
     ]
     assert slower_than("inplace")(BenchmarkEvidence("sdpa_math", rows)) == (
         True,
-        "sdpa_math ÷ inplace: 3.00× to 3.00× over 1 shapes: batch 1 × 8 heads, seq 512, "
+        "slower at 1 of 1 shapes; sdpa_math ÷ inplace: 3.00× to 3.00× over 1 shapes: batch 1 × 8 heads, seq 512, "
         "head_dim 64",
     )
     assert slower_than("sdpa_math")(BenchmarkEvidence("inplace", rows))[0] is False
@@ -185,7 +188,7 @@ def test_keeps_times_reads_the_saved_bytes_from_a_length_on():
     ev = BenchmarkEvidence("train_naive", rows)
     assert keeps_times(4, "train_sdpa_flash", 1024)(ev) == (
         True,
-        "train_naive ÷ train_sdpa_flash: 4.5× at seq 1024",
+        "at least 4× at 1 of 1 lengths; train_naive ÷ train_sdpa_flash: 4.5× at seq 1024",
     )
     assert keeps_times(4, "train_sdpa_flash", 512)(ev)[0] is False  # 1.0× at seq 512
     assert keeps_times(4, "train_sdpa_flash", 2048)(ev) == (
@@ -199,7 +202,61 @@ def test_a_benchmark_claim_is_a_claim_about_a_figure():
     assert isinstance(claim, Claim) and claim.figure == "benchmark"
     (result,) = evaluate([claim], "cpu", BenchmarkEvidence("sdpa_math", []))
     assert result["holds"] is None and "no shape in benchmark.json" in result["observed"]
-    assert {c.figure for s in specs.SPECS for c in s.benchmark_claims} == {"benchmark", "training"}
+    figures = {c.figure for s in specs.SPECS for c in s.benchmark_claims}
+    assert figures == {"benchmark", "training", "timing"}
+
+
+def grid(math_spreads: list[tuple[float, float]]) -> list[dict]:
+    """sdpa_math and inplace at one shape per spread given: inplace at 100-110 µs, sdpa_math at
+    the (low, high) given, so each shape is slower (all above 110), faster, or cannot tell."""
+    rows = []
+    for seq, (low, high) in zip((256, 512, 1024, 2048, 4096), math_spreads, strict=False):
+        rows.append(row("inplace", seq, 105.0, low_us=100.0, high_us=110.0, repeats=5))
+        rows.append(row("sdpa_math", seq, (low + high) / 2, low_us=low, high_us=high, repeats=5))
+    return rows
+
+
+def test_a_grid_claim_says_how_many_shapes_went_each_way():
+    slower, overlap, faster = (200.0, 220.0), (105.0, 130.0), (50.0, 60.0)
+    check = slower_than("inplace")
+    math = lambda rows: check(BenchmarkEvidence("sdpa_math", rows))  # noqa: E731
+    holds, observed = math(grid([slower, slower, slower, overlap]))
+    assert holds is None  # one shape cannot tell: the claim as a whole cannot either ...
+    assert observed.startswith(  # ... but the reader learns that three of four were slower
+        "slower at 3 of 4 shapes, cannot tell at 1 (seq 2048, head_dim 64, causal); "
+        "sdpa_math ÷ inplace: "
+    )
+    holds, observed = math(grid([slower, faster, overlap, slower]))
+    assert holds is False  # one shape faster for sure
+    assert observed.startswith(
+        "slower at 2 of 4 shapes, faster at 1 (seq 512, head_dim 64, causal), cannot tell at 1 "
+        "(seq 1024, head_dim 64, causal); "
+    )
+    holds, observed = math(grid([slower] * 3))
+    assert holds is True and observed.startswith("slower at 3 of 3 shapes; ")
+    holds, observed = math(grid([overlap] * 5))
+    assert holds is None
+    assert observed.startswith(
+        "slower at 0 of 5 shapes, cannot tell at 5 (seq 256, head_dim 64, causal; seq 512, "
+        "head_dim 64, causal; seq 1024, head_dim 64, causal and 2 more); "
+    )
+
+
+def test_a_ratio_claim_counts_its_shapes_too():
+    rows = [
+        row("custom_cpu", 512, 90.0, ratio_to_flash=0.9, ratio_low=0.8, ratio_high=1.0),
+        row("custom_cpu", 1024, 120.0, ratio_to_flash=1.2, ratio_low=1.1, ratio_high=1.3),
+        row("custom_cpu", 2048, 140.0, ratio_to_flash=1.4, ratio_low=1.3, ratio_high=1.5),
+    ]
+    ev = BenchmarkEvidence("custom_cpu", rows)
+    holds, observed = ratio_to_baseline_below(1.25)(ev)
+    assert holds is False
+    assert observed.startswith(
+        "under 1.25× at 1 of 3 shapes, over 1.25× at 1 (seq 2048, head_dim 64, causal), "
+        "cannot tell at 1 (seq 1024, head_dim 64, causal); 0.90× (seq 512, head_dim 64) to "
+    )
+    holds, observed = ratio_to_baseline_below(1.6)(ev)
+    assert holds is True and observed.startswith("under 1.6× at 3 of 3 shapes; ")
 
 
 def roofline_row(seq: int, dtype: str = "float32", **more) -> dict:

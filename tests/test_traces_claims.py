@@ -74,7 +74,9 @@ def test_every_cpu_claim_holds_on_a_fresh_tiny_run(cpu_evidence):
         for key, result in check(name, "cpu", ev).items():
             assert result["observed"]
             if key in at_scale(name):  # a tiny run times noise; tile buffers outweigh scores
-                assert result["holds"] is not None, (name, result)
+                # a verdict, or "cannot tell" where the noisy steps' times allow either
+                spread = "profiled steps allow" in result["observed"]
+                assert result["holds"] is not None or spread, (name, result)
                 continue
             assert result["holds"] is True, (name, result)
 

@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 
 from attn import specs
-from attn.traces.figure_tables import benchmark_table, decoding_table, monotonic_lines, table_head
+from attn.traces.figure_tables import (
+    benchmark_table,
+    decoding_table,
+    monotonic_lines,
+    scaling_table,
+    table_head,
+)
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 
@@ -77,9 +83,29 @@ def test_benchmark_table_lists_ratios_to_flash_with_the_shape():
     assert "`custom_cpu` multiplied its tiles with: fp32 in float32." in out
     row = (
         "| `custom_cpu` | float32<br><small>512 × 64, causal</small> | 150.0 µs<br><small>135.0 µs–165.0 µs</small> "
-        "| 0.75×<br><small>0.61–0.92×</small> | 0.20 |"
+        "| 0.75×<br><small>0.61–0.92×, faster</small> | 0.20 |"
     )
     assert row in out
+
+
+def test_benchmark_table_gives_a_verdict_per_shape_and_counts_them():
+    def mine(seq, low, high, causal=True):
+        ratio = (low + high) / 2
+        return {**BENCH[1], "seq": seq, "is_causal": causal, "low_us": 140.0, "high_us": 160.0,
+                "ratio_to_flash": ratio, "ratio_low": low, "ratio_high": high}  # fmt: skip
+
+    rows = [mine(512, 0.6, 0.9), mine(1024, 0.7, 0.95), mine(2048, 0.9, 1.1)]
+    rows.append(mine(512, 1.2, 1.4, causal=False))
+    out = benchmark_table(rows, "sdpa_flash")
+    assert (
+        "- `custom_cpu` against `sdpa_flash`: faster at 2 of 4 shapes, slower at 1 "
+        "(float32 512 × 64, full), cannot tell at 1 (float32 2048 × 64, causal)."
+    ) in out
+    verdicts = [line.split("×, ")[1].split("<")[0] for line in out.splitlines() if "×, " in line]
+    assert verdicts == ["faster", "faster", "cannot tell", "slower"]
+    # Rows from before ratios had ranges give no verdict: a ratio alone cannot tell.
+    bare = [{**BENCH[1], "ratio_to_flash": 0.75}]
+    assert "against" not in benchmark_table(bare, "sdpa_flash")
 
 
 def test_no_committed_set_shows_a_rate_above_its_peak():
@@ -158,3 +184,31 @@ def test_names_from_rows_are_text_in_every_line():
     ]
     out = benchmark_table(measured, specs.BENCHMARK_BASELINE)
     assert "0.5 TFLOP/s (&lt;img" in out and "20% of the &lt;img" in out and "<img" not in out
+
+
+def test_scaling_table_gives_each_length_a_speedup_and_a_verdict():
+    def at(variant, seq, median, low, high):
+        return {"variant": variant, "seq": seq, "time_us": median, "low_us": low, "high_us": high,
+                "repeats": 9, "calls": 9, "peak_memory_bytes": 2**20}  # fmt: skip
+
+    rows = [
+        at("naive", 256, 100.0, 95.0, 105.0), at("fast", 256, 50.0, 48.0, 52.0),
+        at("naive", 512, 400.0, 390.0, 410.0), at("fast", 512, 405.0, 380.0, 420.0),
+        at("naive", 1024, 1600.0, 1580.0, 1620.0), at("fast", 1024, 2000.0, 1900.0, 2100.0),
+    ]  # fmt: skip
+    out = scaling_table(rows, "naive")
+    assert (
+        "- `fast`: faster at 1 of 3 lengths, slower at 1 (seq 1024), cannot tell at 1 (seq 512)."
+        in out
+    )
+    assert "| `naive` | 256 | 100.0 µs<br><small>95.0 µs–105.0 µs</small> | 1× | 1.0 MiB |" in out
+    assert (
+        "| `fast` | 256 | 50.0 µs<br><small>48.0 µs–52.0 µs</small> | 2.00×<br><small>1.83–2.19×, faster</small> |"
+        in out
+    )
+    assert "| 0.99×<br><small>0.93–1.08×, cannot tell</small> |" in out
+    assert "| 0.80×<br><small>0.75–0.85×, slower</small> |" in out
+    # A set swept before times had ranges: its times alone, no verdict.
+    bare = [{k: v for k, v in r.items() if k not in ("low_us", "high_us")} for r in rows]
+    out = scaling_table(bare, "naive")
+    assert "| `fast` | 256 | 50.0 µs | 1.0 MiB |" in out and "faster" not in out

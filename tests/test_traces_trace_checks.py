@@ -414,14 +414,33 @@ def test_backward_over_forward_prefers_device_time():
     cpu = {"cpu_time_us": 100.0, "backward": {"cpu_time_us": 250.0, "device_time_us": None}}
     assert backward_over_forward(2)(Evidence(cpu, [])) == (
         True,
-        "CPU time per step: backward 250.0 µs, forward 100.0 µs (2.5×)",
+        "CPU time per step: backward 250.0 µs, forward 100.0 µs (2.5×; no spread in this set)",
     )
     assert backward_over_forward(3)(Evidence(cpu, []))[0] is False
     gpu = {**cpu, "device_time_us": 10.0, "backward": {"device_time_us": 15.0}}
     assert backward_over_forward(2)(Evidence(gpu, [])) == (
         False,
-        "device time per step: backward 15.0 µs, forward 10.0 µs (1.5×)",
+        "device time per step: backward 15.0 µs, forward 10.0 µs (1.5×; no spread in this set)",
     )
+
+
+def test_backward_over_forward_reads_the_spread_of_the_profiled_steps():
+    def step(forwards, backwards):
+        ranges = lambda times: [{"cpu_time_us": t} for t in times]  # noqa: E731
+        back = {"cpu_time_us": sum(backwards) / 3, "device_time_us": None}
+        return {"cpu_time_us": sum(forwards) / 3, "ranges": ranges(forwards),
+                "backward": {**back, "ranges": ranges(backwards)}}  # fmt: skip
+
+    # Forwards of 9, 10 and 14 ms allow a backward of 300 to 330 ms anything from 21.4× to 36.7×.
+    wide = Evidence(step((9000.0, 10000.0, 14000.0), (300000.0, 330000.0, 315000.0)), [])
+    assert backward_over_forward(5)(wide) == (
+        True,
+        "CPU time per step: backward 315.00 ms (300.00 ms–330.00 ms), forward 11.00 ms "
+        "(9.00 ms–14.00 ms); backward ÷ forward 28.64× (21.43–36.67×), the least and most the "
+        "times of the 3 profiled steps allow",
+    )
+    assert backward_over_forward(30)(wide)[0] is None  # 28.6× on the means, but 36.7× allowed
+    assert backward_over_forward(40)(wide)[0] is False
     assert backward_over_forward(2)(Evidence({"cpu_time_us": 100.0}, [])) == (
         None,
         "no backward recorded (no attn_bwd range)",

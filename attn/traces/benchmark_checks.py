@@ -1,6 +1,9 @@
 """Checks on a hardware set's benchmark rows (benchmark.json, training.json): times as ratios to the
 baseline's, one variant against another at the same shapes, saved bytes. Each row keeps its
-interval; where an interval holds the limit, a check cannot tell (None). See attn.traces.claims."""
+interval; where an interval holds the limit, that shape cannot tell. A claim over a grid of shapes
+holds where every shape holds, fails where one fails for sure, and else cannot tell (None); what it
+observed starts with how many shapes went each way, so a reader learns 23 of 24 were slower even
+when the 24th cannot tell. See attn.traces.claims."""
 
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ class BenchmarkEvidence:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkClaim(Claim):
-    """A sentence about the variant's rows in a set's `<figure>.json` (benchmark.json unless said),
+    """A sentence about the variant's rows in a set's `<figure>.json` (benchmark.json unless said;
+    "timing": the set's training steps, profiled and timed, as attn.traces.step_times pairs them),
     checked when the site is built against each set that has that figure; its check takes a
     BenchmarkEvidence."""
 
@@ -50,6 +54,28 @@ def _where(r: dict) -> str:
     return f"{r['dtype']}, {shape}" if r.get("dtype") else shape
 
 
+def _shape(r: dict) -> str:
+    """_where, and the masking where the row records it: one shape of a grid, named apart."""
+    masking = {True: ", causal", False: ", full"}.get(r.get("is_causal"), "")
+    return _where(r) + masking
+
+
+def counts(
+    verdicts: list[tuple[bool | None, str]], words: dict, named: int = 3, of: str = "shapes"
+) -> str:
+    """How many of a grid's (verdict, where) went each way, in `words` (a verdict -> a word), the
+    shapes that did not hold named (the first `named`): 'slower at 23 of 24 shapes, cannot tell at 1
+    (float32, seq 512, head_dim 64, causal)'."""
+    held = sum(v is True for v, _ in verdicts)
+    parts = [f"{words[True]} at {held} of {len(verdicts)} {of}"]
+    for verdict in (False, None):
+        where = [w for v, w in verdicts if v is verdict]
+        if where:
+            more = f" and {len(where) - named} more" if len(where) > named else ""
+            parts.append(f"{words[verdict]} at {len(where)} ({'; '.join(where[:named])}{more})")
+    return ", ".join(parts)
+
+
 def _row_time(row: dict) -> dict:
     """A benchmark row's time as intervals reads it: the median `time_us` and its interval (a row
     written before intervals were recorded: the median alone)."""
@@ -58,11 +84,18 @@ def _row_time(row: dict) -> dict:
             "repeats": row.get("repeats", 1)}  # fmt: skip
 
 
-def _verdict(verdicts: list[bool | None]) -> bool | None:
+def grid_verdict(verdicts: list[bool | None]) -> bool | None:
     """All hold: True; any fails for sure: False; else (an interval holds the limit) cannot tell."""
     if any(v is False for v in verdicts):
         return False
     return True if all(verdicts) else None
+
+
+def ratio_verdict(row: dict, limit: float = 1.0) -> bool | None:
+    """Whether a row's ratio to the baseline is under `limit`: True, False, or None where its
+    interval holds `limit` (a row written before intervals were recorded: its ratio alone)."""
+    value = row["ratio_to_flash"]
+    return intervals.below(row.get("ratio_low", value), row.get("ratio_high", value), limit)
 
 
 def ratio_to_baseline_below(limit: float, **only) -> Check:
@@ -83,9 +116,10 @@ def ratio_to_baseline_below(limit: float, **only) -> Check:
         lo = min(mine, key=lambda r: r["ratio_to_flash"])
         hi = max(mine, key=lambda r: r["ratio_to_flash"])
         masking = {True: " causal", False: " non-causal", None: ""}[only.get("is_causal")]
-        bounds = [(r.get("ratio_low", r["ratio_to_flash"]), r.get("ratio_high", r["ratio_to_flash"]))
-                  for r in mine]  # fmt: skip
-        return _verdict([intervals.below(low, high, limit) for low, high in bounds]), (
+        verdicts = [(ratio_verdict(r, limit), _shape(r)) for r in mine]
+        words = {True: f"under {limit:g}×", False: f"over {limit:g}×", None: "cannot tell"}
+        return grid_verdict([v for v, _ in verdicts]), (
+            f"{counts(verdicts, words)}; "
             f"{lo['ratio_to_flash']:.2f}× ({_where(lo)}) to {hi['ratio_to_flash']:.2f}× ({_where(hi)}) "
             f"over {len(mine)}{masking} shapes: {benchmark_shapes(mine)}"
         )
@@ -110,10 +144,11 @@ def slower_than(other: str) -> Check:
             return None, f"no shape in benchmark.json has both {ev.variant} and {other}"
         lo, hi = min(x[0] for _, x in pairs), max(x[0] for _, x in pairs)
         mine = [r for r, _ in pairs]
-        verdicts = [intervals.above(low, high) for _, (_, low, high) in pairs]
-        return _verdict(verdicts), (
-            f"{ev.variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over {len(pairs)} shapes: "
-            f"{benchmark_shapes(mine)}"
+        verdicts = [(intervals.above(low, high), _shape(r)) for r, (_, low, high) in pairs]
+        words = {True: "slower", False: "faster", None: "cannot tell"}
+        return grid_verdict([v for v, _ in verdicts]), (
+            f"{counts(verdicts, words)}; {ev.variant} ÷ {other}: {lo:.2f}× to {hi:.2f}× over "
+            f"{len(pairs)} shapes: {benchmark_shapes(mine)}"
         )
 
     return check
@@ -134,7 +169,11 @@ def keeps_times(factor: float, other: str, from_seq: int) -> Check:
         if not ratios:
             return None, f"no length from {from_seq} on has both {ev.variant} and {other}"
         shown = ", ".join(f"{x:.1f}× at seq {seq}" for seq, x in ratios)
-        return min(x for _, x in ratios) >= factor, f"{ev.variant} ÷ {other}: {shown}"
+        verdicts = [(x >= factor, f"seq {seq}") for seq, x in ratios]
+        words = {True: f"at least {factor:g}×", False: f"under {factor:g}×"}
+        return min(x for _, x in ratios) >= factor, (
+            f"{counts(verdicts, words, of='lengths')}; {ev.variant} ÷ {other}: {shown}"
+        )
 
     return check
 

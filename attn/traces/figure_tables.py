@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from attn.traces import intervals
 from attn.traces import markdown as md
-from attn.traces.units import time_text
+from attn.traces.benchmark_checks import counts, ratio_verdict
+from attn.traces.units import bytes_text, time_text
 
 # --- pieces of a table ----------------------------------------------------------------------------
 
@@ -33,10 +34,21 @@ def timed_cell(t: dict | None) -> str | None:
     return f"{time_text(t['median_us'])}<br><small>{time_text(t['low_us'])}–{time_text(t['high_us'])}</small>"
 
 
-def ratio_cell(value: float, low: float, high: float, verdict: bool | None = True) -> str:
-    """A ratio in a table cell: its value, its range small beneath, and 'cannot tell' where said."""
-    tell = ", cannot tell" if verdict is None else ""
-    return f"{value:.2f}×<br><small>{low:.2f}–{high:.2f}×{tell}</small>"
+def profiled_cell(t: dict | None) -> str | None:
+    """A profiled time (intervals.profiled) in a table cell: its mean, the range of its steps small
+    beneath it, or 'no spread in this set' where the summary kept no ranges."""
+    if t is None or t.get("spread"):
+        return timed_cell(t)
+    return f"{time_text(t['median_us'])}<br><small>{intervals.NO_SPREAD}</small>"
+
+
+def ratio_cell(
+    value: float, low: float, high: float, verdict: bool | None = True, words: dict | None = None
+) -> str:
+    """A ratio in a table cell: its value, its range small beneath, and what the range says: in
+    `words` (a verdict -> a word) where given, else 'cannot tell' where the verdict is None."""
+    said = words[verdict] if words else "cannot tell" if verdict is None else ""
+    return f"{value:.2f}×<br><small>{low:.2f}–{high:.2f}×{', ' if said else ''}{said}</small>"
 
 
 # --- benchmark.json -------------------------------------------------------------------------------
@@ -51,9 +63,35 @@ def benchmark_table(rows: list[dict], baseline: str) -> str:
     shares = any("peak_share" in r for r in mine)
     lines = [*isa_lines(isas, mine), *peak_lines(rows), *sizes_lines(mine)]
     share = ["share of peak"] if shares else []
+    lines += verdict_lines(mine, baseline)
     lines += table_head(["variant", "dtype, seq × head_dim", "time", f"÷ {baseline}", *share])
     lines += [benchmark_row(r, shares) for r in mine]
     return "\n".join(lines)
+
+
+FASTER = {True: "faster", False: "slower", None: "cannot tell"}  # a ratio's verdict, in words
+
+
+def verdict_lines(mine: list[dict], baseline: str) -> list[str]:
+    """Each kernel against the baseline, shape by shape: how many shapes were faster, slower or
+    could not tell (a ratio whose range holds 1×); none for rows without ranges."""
+    timed = [r for r in mine if "ratio_low" in r]
+    if not timed:
+        return []
+    lines = []
+    for name in dict.fromkeys(r["variant"] for r in timed):
+        rows = [r for r in timed if r["variant"] == name]
+        grid = [(ratio_verdict(r), shape_text(r)) for r in rows]
+        lines.append(
+            f"- {md.code(name)} against {md.code(baseline)}: {md.text(counts(grid, FASTER))}."
+        )
+    return [*lines, ""]
+
+
+def shape_text(r: dict) -> str:
+    """One row's shape, as the table's second column says it, on one line."""
+    masking = "causal" if r["is_causal"] else "full"
+    return f"{r.get('dtype', '?')} {int(r['seq'])} × {int(r['head_dim'])}, {masking}"
 
 
 def isa_lines(isas: list[str], mine: list[dict]) -> list[str]:
@@ -116,7 +154,8 @@ def sizes_lines(mine: list[dict]) -> list[str]:
     )
     spread = (
         f" Times: the median and its {intervals.INTERVAL}; the ratio of the medians, with the "
-        "lowest and highest ratio the two ranges allow."
+        "lowest and highest ratio the two ranges allow, and what that range says: faster (all of "
+        "it under 1×), slower (all of it over 1×), or cannot tell (it holds 1×)."
     )
     timed = any("ratio_low" in r for r in mine)
     return [
@@ -138,12 +177,66 @@ def benchmark_row(r: dict, shares: bool) -> str:
     else:
         time = time_text(r["time_us"])
     if "ratio_low" in r:
-        ratio = ratio_cell(r["ratio_to_flash"], r["ratio_low"], r["ratio_high"])
+        bounds = r["ratio_to_flash"], r["ratio_low"], r["ratio_high"]
+        ratio = ratio_cell(*bounds, ratio_verdict(r), FASTER)
     else:
         ratio = f"{r['ratio_to_flash']:.2f}"
     share = r.get("peak_share")
     cells = [None if share is None else f"{share:.2f}"] if shares else []
     return table_row([md.code(r["variant"]), shape, time, ratio, *cells])
+
+
+# --- scaling.json ---------------------------------------------------------------------------------
+
+
+def scaling_table(rows: list[dict], reference: str) -> str:
+    """Each variant's time at each length swept (median and interquartile range) and its speedup
+    over `reference` at that length: the ratio of the medians, the range the two allow, and what it
+    says (faster, slower, cannot tell); above it, those verdicts counted per variant. A set whose
+    rows have no ranges: times alone."""
+    ref = {r["seq"]: r for r in rows if r["variant"] == reference}
+    timed = all("low_us" in r for r in rows) and ref
+    lines = []
+    if timed:
+        lines += [
+            f"Time: the median and its {intervals.INTERVAL}. Speedup: {md.code(reference)}'s "
+            "median ÷ the variant's at the same length, with the lowest and highest ratio the two "
+            "ranges allow: faster or slower where that range leaves out 1×, else cannot tell.",
+            "",
+        ]
+        for name in dict.fromkeys(r["variant"] for r in rows if r["variant"] != reference):
+            grid = [
+                (_speedup(r, ref[r["seq"]])[-1], f"seq {r['seq']}")
+                for r in rows
+                if r["variant"] == name and r["seq"] in ref
+            ]
+            lines.append(f"- {md.code(name)}: {md.text(counts(grid, FASTER, of='lengths'))}.")
+        lines.append("")
+    speedups = [f"speedup over {reference}"] if timed else []
+    lines += table_head(["variant", "seq", "time", *speedups, "peak memory"], 2)
+    for r in rows:
+        peak = r.get("peak_memory_bytes")
+        cells = [md.code(r["variant"]), int(r["seq"])]
+        memory = [bytes_text(peak) if peak else None]
+        if not timed:
+            lines.append(table_row([*cells, time_text(r["time_us"]), *memory]))
+            continue
+        mine = {**r, "median_us": r["time_us"]}
+        if r["variant"] == reference or r["seq"] not in ref:
+            speedup = "1×" if r["variant"] == reference else None
+        else:
+            value, low, high, verdict = _speedup(r, ref[r["seq"]])
+            speedup = ratio_cell(value, low, high, verdict, FASTER)
+        lines.append(table_row([*cells, timed_cell(mine), speedup, *memory]))
+    return "\n".join(lines)
+
+
+def _speedup(r: dict, ref: dict) -> tuple[float, float, float, bool | None]:
+    """ref's median ÷ r's, the range their intervals allow, and whether r is faster (None: the
+    range holds 1×)."""
+    as_timed = lambda x: {**x, "median_us": x["time_us"], "repeats": x.get("repeats", 1)}  # noqa: E731
+    value, low, high = intervals.ratio(as_timed(ref), as_timed(r))
+    return value, low, high, intervals.above(low, high)
 
 
 # --- decoding.json --------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from attn.traces.units import time_text
+
 INTERVAL = "interquartile range"  # the name the site and timing.json give the interval
 FIELDS = ("median_us", "low_us", "high_us", "repeats")
 
@@ -92,3 +94,26 @@ def faster(a: dict, b: dict) -> bool | None:
 def ratio_text(value: float, low: float, high: float) -> str:
     """'1.23× (1.10–1.35×)'."""
     return f"{value:.2f}× ({low:.2f}–{high:.2f}×)"
+
+
+NO_SPREAD = "no spread in this set"  # a summary written before its ranges were kept
+
+
+def profiled(block: dict, key: str = "cpu_time_us") -> dict | None:
+    """A profiled pass's time as ratio() reads one: its mean over the profiled ranges (a summary's
+    or its backward block's `key`) in place of a median, the least and most of them as its interval;
+    the mean alone where the ranges are not kept. None where the pass has no such time."""
+    mean = block.get(key)
+    if not mean:
+        return None
+    times = [r[key] for r in block.get("ranges") or [] if r.get(key)]
+    low, high = (min(times), max(times)) if len(times) > 1 else (mean, mean)
+    return {"median_us": mean, "low_us": min(low, mean), "high_us": max(high, mean),
+            "repeats": max(len(times), 1), "spread": len(times) > 1}  # fmt: skip
+
+
+def profiled_text(t: dict, digits: int = 2) -> str:
+    """'11.04 ms (9.45–14.02 ms)': a profiled mean and the range of its steps, or the mean and
+    'no spread in this set'."""
+    spread = f"{time_text(t['low_us'], digits)}–{time_text(t['high_us'], digits)}"
+    return f"{time_text(t['median_us'], digits)} ({spread if t.get('spread') else NO_SPREAD})"

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import re
 
+from attn.traces import intervals
 from attn.traces.backward import as_forward
 from attn.traces.claims import Check
 from attn.traces.patterns import COPY_KERNEL, NUMBERED_COMPILED_REGION
@@ -332,18 +333,27 @@ def in_backward(check: Check) -> Check:
 
 def backward_over_forward(at_least: float) -> Check:
     """The backward takes at least `at_least` times the forward's time (device time where it was
-    measured, else CPU time), mean over the steps."""
+    measured, else CPU time): the ratio of their means over the profiled steps, with the widest
+    ratio the steps' ranges allow; cannot tell where that range holds `at_least`."""
 
     def check(ev: Evidence) -> tuple[bool | None, str]:
         block = ev.summary.get("backward") or {}
         key = "device_time_us" if block.get("device_time_us") is not None else "cpu_time_us"
-        fwd, bwd = ev.summary.get(key), block.get(key)
-        if not fwd or not bwd:
+        fwd, bwd = intervals.profiled(ev.summary, key), intervals.profiled(block, key)
+        if fwd is None or bwd is None:
             return None, "no backward recorded (no attn_bwd range)"
+        value, low, high = intervals.ratio(bwd, fwd)
         where = "device" if key == "device_time_us" else "CPU"
-        return bwd / fwd >= at_least, (
-            f"{where} time per step: backward {time_text(bwd)}, forward {time_text(fwd)} "
-            f"({bwd / fwd:.1f}×)"
+        if not (fwd["spread"] and bwd["spread"]):  # a summary from before the ranges were kept
+            return intervals.above(low, high, at_least), (
+                f"{where} time per step: backward {time_text(bwd['median_us'])}, forward "
+                f"{time_text(fwd['median_us'])} ({value:.1f}×; {intervals.NO_SPREAD})"
+            )
+        return intervals.above(low, high, at_least), (
+            f"{where} time per step: backward {intervals.profiled_text(bwd)}, forward "
+            f"{intervals.profiled_text(fwd)}; backward ÷ forward "
+            f"{intervals.ratio_text(value, low, high)}, the least and most the times of the "
+            f"{fwd['repeats']} profiled steps allow"
         )
 
     return check

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attn import specs
-from attn.traces import intervals, layout
+from attn.traces import intervals, layout, step_times
 from attn.traces import markdown as md
 from attn.traces.backward import as_forward
-from attn.traces.figure_tables import ratio_cell, table_head, table_row, timed_cell
+from attn.traces.figure_tables import profiled_cell, ratio_cell, table_head, table_row, timed_cell
 from attn.traces.units import bytes_text, count_text, time_text
 
 VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
@@ -33,6 +33,17 @@ COLUMNS = {  # per-forward number -> how to read it from a summary (None: not me
     "ATen ops": lambda s: _fmt(count_text, s.get("ops_per_forward")),
     "kernels": lambda s: _fmt(count_text, s.get("kernels_per_forward")),
     "peak memory": lambda s: _fmt(bytes_text, s.get("peak_memory_bytes") or None),
+}
+
+
+def _spread(key: str) -> Callable[[dict], str | None]:
+    """A profiled time with the range of its steps: '11.04 ms (9.45 ms–14.02 ms)'."""
+    return lambda s: _fmt(intervals.profiled_text, intervals.profiled(s, key))
+
+
+STEP_COLUMNS = COLUMNS | {  # a training step's forward and backward: few steps, their range shown
+    "CPU time (profiled)": _spread("cpu_time_us"),
+    "device time (profiled)": _spread("device_time_us"),
 }
 
 
@@ -115,7 +126,8 @@ def setup_line(summary: dict) -> str:
 
 def run_line(summary: dict) -> str:
     """What was run, and the per-forward numbers (memcpys and memsets apart from kernels)."""
-    parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(summary)) is not None]
+    columns = STEP_COLUMNS if summary.get("backward") else COLUMNS
+    parts = [f"{v} {label}" for label, read in columns.items() if (v := read(summary)) is not None]
     memcpy = summary.get("memcpy_per_forward")
     if memcpy is not None:
         copies = ", ".join(f"{count_text(n)} {md.text(d)}" for d, n in memcpy.items() if n) or "0"
@@ -130,7 +142,7 @@ def run_line(summary: dict) -> str:
 def backward_numbers(backward: dict) -> str:
     """A training step's backward: the forward's numbers, then what it kept and its step's peak."""
     b = as_forward(backward)
-    parts = [f"{v} {label}" for label, read in COLUMNS.items() if (v := read(b)) is not None]
+    parts = [f"{v} {label}" for label, read in STEP_COLUMNS.items() if (v := read(b)) is not None]
     kept = {
         "saved for it": "saved_for_backward_bytes",
         "peak of the step": "peak_memory_step_bytes",
@@ -312,8 +324,8 @@ def faster(b: str, above: bool | None) -> str:
 
 # --- every variant at a glance --------------------------------------------------------------------
 
-STEP_HEAD = ["variant and its lesson", "step (median, IQR)", "forward (profiled)",
-             "backward (profiled)", "saved for backward", "peak of the step"]  # fmt: skip
+STEP_HEAD = ["variant and its lesson", "step (median, IQR)", "forward (profiled, range)",
+             "backward (profiled, range)", "saved for backward", "peak of the step"]  # fmt: skip
 
 
 class Glance(NamedTuple):
@@ -367,7 +379,24 @@ def glance_text(hw: dict, summaries: list[dict]) -> list[str]:
         text.append(f"Profiled at a shape of their own (no speedup over {ref}):\n\n{table}")
     if steps:
         text.append(steps_sentence(g.times[-1]) + "\n".join([*table_head(STEP_HEAD), *steps]))
+        text += steps_differ(hw)
     return text
+
+
+def step_rows(hw: dict) -> list[dict]:
+    """The set's training steps both profiled and timed, in chapter order (attn.traces.step_times)."""
+    summaries = {n: hw["summaries"][n] for n in specs.names() if n in hw["summaries"]}
+    return step_times.step_rows(summaries, (hw.get("timing") or {}).get("variants") or {})
+
+
+def steps_differ(hw: dict) -> list[str]:
+    """On a CPU set with a timing pass, why a step's profiled forward plus backward and its timed
+    step differ, said as the data says it (the check of train_naive's profiled-over-timed)."""
+    rows = step_rows(hw) if hw["device_type"] == "cpu" else []
+    if not rows:
+        return []
+    _, how_many, why = step_times.verdict(rows)
+    return [f"The profiled forward plus backward against the step timed whole: {how_many}; {why}."]
 
 
 def timed_sentence() -> str:
@@ -394,7 +423,8 @@ def steps_sentence(time: str) -> str:
     """What the training steps' table shows, `time` being the profiled time it gives."""
     return (
         "Training steps: a whole step timed (median and interquartile range), the "
-        f"{time} of its forward and of its backward, what autograd saved for the "
+        f"{time} of its forward and of its backward (the mean of the profiled steps, and the "
+        "least and most of them beneath it), what autograd saved for the "
         "backward, and the peak from the start of the forward to the end of the "
         "backward:\n\n"
     )
@@ -431,7 +461,7 @@ def step_row(g: Glance, s: dict) -> str:
     key = "device_time_us" if g.hw["device_type"] == "cuda" else "cpu_time_us"
     b = s.get("backward") or {}
     cells = [timed_cell(timed(g.hw, s["variant"]))]
-    cells += [_fmt(time_text, part.get(key)) for part in (s, b)]
+    cells += [profiled_cell(intervals.profiled(part, key)) for part in (s, b)]
     kept = ("saved_for_backward_bytes", "peak_memory_step_bytes")
     cells += [_fmt(bytes_text, b.get(k)) for k in kept]
     if not s["available"]:

@@ -42,6 +42,7 @@ from profile_text import (
     kernel_list,
     run_line,
     speedup_tab,
+    step_rows,
     trace_buttons,
     unavailable_note,
     unchecked_note,
@@ -55,7 +56,13 @@ from attn.traces import markdown as md
 from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
 from attn.traces.diff import render_diff as diff_markdown
-from attn.traces.figure_tables import benchmark_table, decoding_table, table_head, table_row
+from attn.traces.figure_tables import (
+    benchmark_table,
+    decoding_table,
+    scaling_table,
+    table_head,
+    table_row,
+)
 from attn.traces.roofline import limit_sentence
 from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.traces.units import count_text, time_text
@@ -73,6 +80,7 @@ MADE_BY = {
 TABLES = {  # figure -> its data, tabled
     "benchmark": lambda rows: benchmark_table(rows, specs.BENCHMARK_BASELINE),
     "decoding": decoding_table,
+    "scaling": lambda rows: scaling_table(rows, specs.REFERENCE),
 }
 
 
@@ -194,12 +202,10 @@ def render_claim(page: Page, name: str, key: str) -> str:
 def figure_verdicts(page: Page, name: str, claim: BenchmarkClaim) -> tuple[list[tuple], str]:
     """(holds, observed, set title) of each set of the claim's device type that has its figure,
     and what to say when none has."""
-    rows = lambda hw: read_json(hw["folder"] / f"{claim.figure}.json", list)  # noqa: E731
     verdicts = [
-        (*claim.check(BenchmarkEvidence(name, rows(hw))), hw["title"])
+        (*claim.check(BenchmarkEvidence(name, figure_rows(hw, claim.figure))), hw["title"])
         for hw in page.sets
-        if hw["device_type"] == claim.device_type
-        and claim.figure in hw["manifest"].get("figures", [])
+        if hw["device_type"] == claim.device_type and has_figure(hw, claim.figure)
     ]
     where = {"cpu": "a CPU", "cuda": "a GPU"}[claim.device_type]
     waiting = (
@@ -208,6 +214,21 @@ def figure_verdicts(page: Page, name: str, claim: BenchmarkClaim) -> tuple[list[
         "it, and the next build checks it."
     )
     return verdicts, waiting
+
+
+def has_figure(hw: dict, figure: str) -> bool:
+    """Whether the set has what a benchmark claim reads: a figure's rows, or a timing pass."""
+    if figure == "timing":
+        return bool((hw.get("timing") or {}).get("variants"))
+    return figure in hw["manifest"].get("figures", [])
+
+
+def figure_rows(hw: dict, figure: str) -> list[dict]:
+    """The rows a benchmark claim reads: a figure's json, or for "timing" each training step both
+    profiled and timed (attn.traces.step_times)."""
+    if figure == "timing":
+        return step_rows(hw)
+    return read_json(hw["folder"] / f"{figure}.json", list)
 
 
 def render_compare(page: Page, *names: str) -> str:
