@@ -33,11 +33,17 @@ def compiler_safe_cache() -> None:
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or tempfile.gettempdir()  # its default
     if not any(c.isspace() for c in current):
         return
+    if (base := spaceless_temp_dir()) is not None:
+        user = getattr(os, "getuid", lambda: "user")()
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(base, f"torchinductor_attn_{user}")
+
+
+def spaceless_temp_dir() -> str | None:
+    """The temp folder, else /tmp, whichever path has no whitespace (None: neither does)."""
     for base in (tempfile.gettempdir(), "/tmp"):
         if not any(c.isspace() for c in base) and os.path.isdir(base):
-            user = getattr(os, "getuid", lambda: "user")()
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(base, f"torchinductor_attn_{user}")
-            return
+            return base
+    return None
 
 
 compiler_safe_cache()

@@ -92,6 +92,7 @@ from attn.traces.trace_checks import (
     END,
     absent,
     backward_over_forward,
+    cold_call_costs_more,
     compile_costs_forwards,
     copy_kernels,
     costs_more,
@@ -176,6 +177,8 @@ class Spec:
     holds_scores: bool = False  # materialises the [batch, heads, seq, seq] scores
     inputs: str = "square"  # "square": q, k, v alike; "decode": new tokens against a GQA KV cache
     trains: bool = False  # profiled as a training step: attn_fwd, a loss, attn_bwd
+    # Its example times its first calls (compile.json): run once more before, on empty caches.
+    times_first_calls: bool = False
     teaches: tuple[str, ...] = ()  # the diagnose findings whose fix its chapter shows
 
     @property
@@ -218,6 +221,12 @@ FIRST_CALL = Claim(  # every compiled and Flex variant's
     "The first call, which compiles (or loads Inductor's cache), costs more than 10 forwards.",
     compile_costs_forwards(10), at_scale=True,
 )  # fmt: skip
+COLD_FIRST_CALL = Claim(  # the same variants'
+    "cold-first-call-costs-more", "cpu",
+    "With empty compile caches (cold), the first call costs more than twice what it costs warm: "
+    "the cache spares Inductor's code generation and the build.",
+    cold_call_costs_more(2),
+)  # fmt: skip
 TEMPLATE_KERNEL = Claim(  # both Flex variants'
     "gpu-one-template-kernel", "cuda",
     "On a GPU, one generated Triton template kernel (triton_tem_) per forward.",
@@ -231,7 +240,7 @@ def generated(name, title, lesson, make, files, flags, focus, **facts) -> Spec:
     (script,), sources = files
     return Spec(
         name, title, lesson, lambda: V.GeneratedVariant(make()), "compiled-and-flex.md",
-        (script, *flags), sources, focus, **facts,
+        (script, *flags), sources, focus, times_first_calls=True, **facts,
     )  # fmt: skip
 
 
@@ -524,6 +533,7 @@ SPECS: tuple[Spec, ...] = (
         COMPILED, ("--mask", "masked_fill"), SOFTMAX_MASK_CPP,
         claims=(
             FIRST_CALL,
+            COLD_FIRST_CALL,
             Claim("runs-a-recompilation", "cpu",
                 "Its profiled forwards run in a recompilation: the second number of their "
                 "Torch-Compiled Region is 1 or more (0 is the frame's first compilation).",
@@ -549,6 +559,7 @@ SPECS: tuple[Spec, ...] = (
         COMPILED, ("--mask", "additive"), SDPA_CPU_OP,
         claims=(
             FIRST_CALL,
+            COLD_FIRST_CALL,
             Claim("second-call-is-cheap", "cpu",
                 "The second call costs under a tenth of the first: it reuses the compiled code.",
                 second_call_cheaper(10), at_scale=True),
@@ -569,6 +580,7 @@ SPECS: tuple[Spec, ...] = (
         FLEX, ("--mask", "causal"), FLEX_CPU_KERNEL,
         claims=(
             FIRST_CALL,
+            COLD_FIRST_CALL,
             Claim("one-generated-kernel", "cpu",
                 "Compiled FlexAttention is one generated kernel per forward, with no aten::bmm or "
                 "softmax.",
@@ -583,6 +595,7 @@ SPECS: tuple[Spec, ...] = (
         FLEX, ("--mask", "sliding_window"), FLEX_CPU_KERNEL,
         claims=(
             FIRST_CALL,
+            COLD_FIRST_CALL,
             Claim("one-generated-kernel", "cpu",
                 "The sliding window compiles to one generated kernel per forward too: the mask is "
                 "code.",

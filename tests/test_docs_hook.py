@@ -346,6 +346,26 @@ def test_compare_and_env_markers(profiles):
     assert env.index("`profiles/nvidia-h200/`") < env.index("`profiles/cpu/`")
 
 
+def test_first_calls_marker_shows_cold_beside_warm_or_says_a_set_did_not_measure_cold(profiles):
+    """The CPU set ran the cold run; the H200 set predates it (as a committed set may)."""
+    timed = {"first_calls_seconds": {"first": 2.469, "second": 0.01}}  # 2,000 forwards of 1234.5 µs
+    _edit(profiles / "nvidia-h200/naive/summary.json", lambda s: s.update(timed))
+    cold = {**timed, "cold_first_calls_seconds": {"first": 24.69, "second": 0.01}}
+    _edit(profiles / "cpu/naive/summary.json", lambda s: s.update(cold))
+    out = expand(
+        "<!-- profile-first-calls: naive sdpa_cudnn -->\n", "compiled-and-flex.md", profiles
+    )
+    gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
+    assert "| `naive` | 24.69 s = 20,000 forwards | 2.47 s = 2,000 forwards | 10.0× |" in cpu
+    assert "not measured in this set" in gpu and "| `naive` | 2.47 s = 2,000 forwards |" in gpu
+    assert "sdpa_cudnn" not in out  # no first call timed: no row
+    _edit(profiles / "cpu/naive/summary.json", lambda s: s.pop("first_calls_seconds"))
+    _edit(profiles / "nvidia-h200/naive/summary.json", lambda s: s.pop("first_calls_seconds"))
+    sets.hardware_sets.cache_clear()
+    none = expand("<!-- profile-first-calls: naive -->\n", "compiled-and-flex.md", profiles)
+    assert "Not profiled yet" in none
+
+
 def test_diff_marker_shows_the_diff_each_set_has(profiles):
     diff = {"a": {"label": "x"}, "b": {"label": "y"}, "notes": [], "rows": [], "headline": "less"}
     _write(profiles / "cpu/diff/naive__sdpa_cudnn.json", diff)

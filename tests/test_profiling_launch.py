@@ -60,6 +60,21 @@ def test_a_failing_script_gives_its_status_and_says_why(tmp_path, preloaded, bod
         assert said in log.read_text().strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize("preloaded", MODES)
+def test_a_script_given_variables_sees_them_and_starts_fresh(tmp_path, monkeypatch, preloaded):
+    """Torch reads many variables as it is imported: a forked script would keep the server's."""
+    monkeypatch.setenv("ATTN_KEPT", "from the caller")
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import os, sys\nprint(os.environ['ATTN_GIVEN'], os.environ['ATTN_KEPT'], "
+        "'torch' in sys.modules)\n"
+    )
+    log = tmp_path / "log.txt"
+    env = {"ATTN_GIVEN": "given"}
+    assert run_script([str(script)], log, preloaded=preloaded, env=env) == 0
+    assert log.read_text().strip() == "given from the caller False"
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="no fork server off Linux")
 def test_the_fork_server_has_torch_imported_before_the_script_starts(tmp_path):
     script = tmp_path / "script.py"

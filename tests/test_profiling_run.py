@@ -232,6 +232,51 @@ def test_an_example_run_publishes_the_numbers_of_its_own_trace(tmp_path):
     raw = json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))
     range_ts = sorted(e["ts"] for e in raw["traceEvents"] if e.get("name") == "attn_fwd")
     assert len(range_ts) == 3
+    assert "cold_first_calls_seconds" not in s  # it compiles nothing: run once
+
+
+# A compiled example as profile_example sees one, without compiling: it says whether the compile
+# cache it was given was empty (9 s, cold) or held what a run before it left (1 s, warm), and
+# profiles the in-place module for a trace.
+FAKE_COMPILED = """import json, os, runpy, sys
+from pathlib import Path
+cache = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+cold = not any(cache.iterdir())
+(cache / "built.so").write_bytes(b"")
+Path({seen!r}).write_text(str(cache))
+out = Path(sys.argv[sys.argv.index("--out") + 1])
+sys.argv[0] = {example!r}
+runpy.run_path(sys.argv[0], run_name="__main__")
+(out / "inplace").rename(out / "compiled_additive")
+seconds = {{"first": 9.0 if cold else 1.0, "second": 0.1}}
+(out / "compiled_additive" / "compile.json").write_text(json.dumps(seconds))
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_example_runs_cold_then_warm_on_caches_removed_after(tmp_path, monkeypatch):
+    kept = tmp_path / "kept-cache"  # the caller's own cache: neither run may touch it
+    kept.mkdir()
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(kept))
+    seen, root = tmp_path / "seen.txt", Path(__file__).resolve().parents[1]
+    fake = tmp_path / "compiled_attention.py"
+    fake.write_text(
+        FAKE_COMPILED.format(seen=str(seen), example=str(root / "examples/inplace_attention.py"))
+    )
+    variant = attn.get_variant("compiled_additive")
+    folder = run_module.profile_example(variant, [str(fake)], TINY, tmp_path / "out")
+    s = json.loads((folder / "summary.json").read_text())
+    assert s["cold_first_calls_seconds"]["first"] == 9.0  # the first run found nothing cached
+    assert s["first_calls_seconds"]["first"] == 1.0  # the profiled run found what it left
+    cold = {c["key"]: c for c in s["claims"]}["cold-first-call-costs-more"]
+    assert cold["holds"] is True and "9.00 s" in cold["observed"]
+    cache = Path(seen.read_text())
+    assert not cache.parent.exists() and not any(kept.iterdir())
+    for path in folder.rglob("*"):  # no artifact names the cache, nor its temp folder
+        data = path.read_bytes()
+        text = gzip.decompress(data) if path.suffix == ".gz" else data
+        assert str(cache.parent).encode() not in text, path
+    assert not list((tmp_path / "out" / hardware_slug("cpu")).glob(".*"))  # no scratch left
 
 
 def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_goes_on(tmp_path):

@@ -57,6 +57,8 @@ def test_a_spec_points_at_what_exists(spec):
     assert set(spec.diff_with) <= set(specs.names())
     assert set(spec.sweeps) <= {"scaling", "benchmark", "decoding", "training"}
     assert spec.inputs in ("square", "decode")
+    # The example that writes its first calls' times is the one run cold before it is profiled.
+    assert spec.times_first_calls == ("compile.json" in (ROOT / spec.example[0]).read_text())
 
 
 def test_benchmark_baseline_and_reference_are_variants():

@@ -73,6 +73,9 @@ def test_every_cpu_claim_holds_on_a_fresh_tiny_run(cpu_evidence):
     for name, ev in cpu_evidence.items():
         for key, result in check(name, "cpu", ev).items():
             assert result["observed"]
+            if key == specs.COLD_FIRST_CALL.key:  # only an example's run on empty caches tells
+                assert result["holds"] is None, (name, result)
+                continue
             if key in at_scale(name):  # a tiny run times noise; tile buffers outweigh scores
                 # a verdict, or "cannot tell" where the noisy steps' times allow either
                 spread = "profiled steps allow" in result["observed"]
@@ -105,18 +108,22 @@ def test_committed_cpu_profiles_carry_claims_that_hold():
     folder = COMMITTED
     if not folder.is_dir():
         pytest.skip("no profiles/cpu-amd-epyc/ in this checkout")
-    checked = {}
+    checked, summaries = {}, {}
     for path in sorted(folder.glob("*/summary.json")):
         summary = json.loads(path.read_text())
         if summary["available"]:
             checked[summary["variant"]] = summary["claims"]
+            summaries[summary["variant"]] = summary
     assert {"naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu"} <= set(checked)
     for name, claims in checked.items():
         expected = [
             (c.key, c.text) for c in specs.spec(name).trace_claims if c.device_type == "cpu"
         ]
         assert [(c["key"], c["text"]) for c in claims] == expected, name
-        assert all(c["holds"] is True and c["observed"] for c in claims), (name, claims)
+        # A set made before the cold run cannot tell its claim; every other claim holds.
+        cold = "cold_first_calls_seconds" in summaries[name]
+        checked = [c for c in claims if cold or c["key"] != specs.COLD_FIRST_CALL.key]
+        assert all(c["holds"] is True and c["observed"] for c in checked), (name, claims)
 
 
 def test_committed_summaries_carry_the_claims_their_traces_give():

@@ -17,6 +17,7 @@ from attn.traces.trace_checks import (
     Evidence,
     absent,
     backward_over_forward,
+    cold_call_costs_more,
     compile_costs_forwards,
     copy_kernels,
     costs_more,
@@ -392,6 +393,15 @@ def test_first_call_checks_need_the_first_calls_timed():
     )
     assert second_call_cheaper(100)(Evidence({"first_calls_seconds": calls}, []))[0] is False
     assert second_call_cheaper(10)(untimed)[0] is None
+
+
+def test_the_cold_first_call_is_compared_with_the_warm_one_where_a_set_measured_it():
+    warm = {"first": 2.0, "second": 0.1}
+    both = Evidence({"first_calls_seconds": warm, "cold_first_calls_seconds": {"first": 9.0}}, [])
+    assert cold_call_costs_more(2)(both) == (True, "first call cold 9.00 s, warm 2.00 s: 4.5×")
+    assert cold_call_costs_more(5)(both)[0] is False
+    older = Evidence({"first_calls_seconds": warm}, [])  # a set made before the cold run
+    assert cold_call_costs_more(2)(older) == (None, "cold first call: not measured in this set")
 
 
 def test_in_backward_checks_the_backward_ranges():

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from attn.profiling.flags import ProfilingError
@@ -35,19 +35,24 @@ LAST_LINE_CHARS = 300  # of a failing script's last line: its message, in an err
 _server: subprocess.Popen | None = None
 
 
-def run_script(argv: Sequence[str], log: Path, *, preloaded: bool) -> int:
+def run_script(
+    argv: Sequence[str], log: Path, *, preloaded: bool, env: Mapping[str, str] | None = None
+) -> int:
     """Run `python *argv` with its stdout and stderr into `log`; its exit status (negative: the
-    signal that ended it). `preloaded`: start it from the fork server (on Linux).
+    signal that ended it). `preloaded`: start it from the fork server (on Linux). `env`: variables
+    set for the script on top of this process's; a script given some starts fresh, since torch
+    reads many at import (a forked one would keep the server's).
 
     The script runs in a process group of its own (the fork server's), so that Ctrl-C or SIGTERM
     here ends it and every process it started (a grandchild outlived them), and the terminal's
     Ctrl-C reaches this process only: the server never prints a traceback of its own.
     """
-    if not preloaded or sys.platform != "linux":
+    if env or not preloaded or sys.platform != "linux":
         with open(log, "wb") as out:
             child = subprocess.Popen(
                 [sys.executable, *argv], stdout=out, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent, start_new_session=True,
+                env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent,
+                start_new_session=True,
             )  # fmt: skip
             try:
                 return child.wait()

@@ -6,15 +6,17 @@ summary that says why. After each run the set's environment, overview and manife
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
 
 from attn import specs
 from attn.profiling.capture import capture
+from attn.profiling.cold_cache import empty_compile_cache
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.flags import ProfilingError
@@ -145,7 +147,8 @@ def profile_example(
 ) -> Path:  # fmt: skip
     """Run an example script (`[path, its own flags...]`) with `config`, then analyse the trace it
     wrote (one per rank, for a variant run on several) into `<out>/<hardware>/<variant>/`. The
-    numbers published are those of that very trace."""
+    numbers published are those of that very trace. An example that times its first calls runs
+    twice on compile caches emptied for it: cold, for those times only, then warm."""
     base = base_summary(variant, config)
     folder = layout.variant_dir(out_root, base["hardware"], variant.name)
     spec = specs.spec(variant.name)
@@ -156,20 +159,14 @@ def profile_example(
     layout.check_replaceable(folder)  # before minutes of work, not after
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(folder.parent)  # what a killed run left
-    # Scratch beside the set, named as atomic's is: a run killed here leaves it for the next to remove.
-    with tempfile.TemporaryDirectory(
-        prefix=scratch_prefix(variant.name), dir=folder.parent
-    ) as scratch:
-        log = Path(scratch) / "output.txt"
-        argv = [*script, *example_flags(config), "--out", scratch]
-        status = run_script(argv, log, preloaded=not is_gpu(config.device))
-        written = Path(scratch) / variant.name
-        first = written / ("rank0" if spec and spec.ranks > 1 else "") / layout.TRACE
-        if status != 0 or not first.is_file():
-            raise ProfilingError(
-                f"{' '.join(script)} exited with {status} and no "
-                f"{first.relative_to(scratch)}: {last_line(log)}"
-            )
+    first = Path("rank0" if spec and spec.ranks > 1 else "") / layout.TRACE
+    with contextlib.ExitStack() as stack:
+        env = None
+        if spec and spec.times_first_calls:  # a run cold, then the one profiled, warm
+            env = stack.enter_context(empty_compile_cache())
+            with _example_run(variant, script, config, folder, Path("compile.json"), env) as cold:
+                base["cold_first_calls_seconds"] = json.loads((cold / "compile.json").read_text())
+        written = stack.enter_context(_example_run(variant, script, config, folder, first, env))
         if spec and spec.ranks > 1:  # no screenshot: the ranks' figure is its picture
             try:
                 _analyse_ranks(written, folder, spec, base)
@@ -180,6 +177,30 @@ def profile_example(
     if screenshot:
         add_viewer_screenshot(folder, summary)
     return folder
+
+
+@contextlib.contextmanager
+def _example_run(
+    variant: Variant, script: Sequence[str], config: ProfileConfig, folder: Path, wanted: Path,
+    env: dict[str, str] | None,
+) -> Iterator[Path]:  # fmt: skip
+    """Run the example with `config` (and `env`) into a scratch folder beside the set; the folder
+    it wrote, which must hold `wanted`, until the scratch is removed on exit."""
+    # Scratch beside the set, named as atomic's is: a run killed here leaves it for the next to remove.
+    with tempfile.TemporaryDirectory(
+        prefix=scratch_prefix(variant.name), dir=folder.parent
+    ) as scratch:
+        log = Path(scratch) / "output.txt"
+        argv = [*script, *example_flags(config), "--out", scratch]
+        status = run_script(argv, log, preloaded=not is_gpu(config.device), env=env)
+        written = Path(scratch) / variant.name
+        if status != 0 or not (written / wanted).is_file():
+            cache = " on empty compile caches" if env else ""
+            raise ProfilingError(
+                f"{' '.join(script)}{cache} exited with {status} and no "
+                f"{variant.name / wanted}: {last_line(log)}"
+            )
+        yield written
 
 
 def _analyse_written(written: Path, folder: Path, variant: Variant, base: dict) -> dict:

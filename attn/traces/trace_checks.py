@@ -289,6 +289,21 @@ def compile_costs_forwards(at_least: int) -> Check:
     return check
 
 
+def cold_call_costs_more(factor: float) -> Check:
+    """The first call on empty compile caches costs over `factor` times the first call warm (on
+    the caches that cold run filled); a set that predates the cold run cannot tell."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        cold = (ev.summary.get("cold_first_calls_seconds") or {}).get("first")
+        warm = (ev.summary.get("first_calls_seconds") or {}).get("first")
+        if cold is None or warm is None:
+            return None, "cold first call: not measured in this set"
+        ratio = cold / max(warm, 1e-9)
+        return ratio > factor, f"first call cold {cold:.2f} s, warm {warm:.2f} s: {ratio:.1f}×"
+
+    return check
+
+
 def second_call_cheaper(factor: int) -> Check:
     """The second call costs under 1/`factor` of the first: the code compiled by the first is reused."""
 

@@ -257,6 +257,47 @@ def claim_box(name: str, claim, verdicts: list[tuple], waiting: str) -> str:
     return f'!!! {kind} "{title}"\n\n    ' + "  \n    ".join(lines) + "\n"
 
 
+# --- first calls of compiled variants -------------------------------------------------------------
+
+
+def first_call_cell(seconds: float, summary: dict) -> str:
+    """A first call as '23.10 s = 705 forwards' (forwards of the variant's own profile)."""
+    forward = summary["cpu_time_us"]
+    return f"{seconds:.2f} s" + (f" = {seconds * 1e6 / forward:,.0f} forwards" if forward else "")
+
+
+def first_calls_tab(hw: dict, names: tuple[str, ...]) -> str | None:
+    """The variants' first calls on one set, one run each: cold (empty compile caches) beside warm
+    (a rerun on what the cold run built); a set that predates the cold run says so."""
+    timed = [
+        (n, s)
+        for n in names
+        if (s := hw["summaries"].get(n)) and s["available"] and s.get("first_calls_seconds")
+    ]
+    if not timed:
+        return None
+    lines = [f"<small>{environment_line(hw)}</small>"]
+    if not any(s.get("cold_first_calls_seconds") for _, s in timed):
+        lines.append(
+            "Cold first call: not measured in this set, which predates the cold run. Its first "
+            "calls ran on whatever Inductor's cache held then:"
+        )
+        head = ["variant", "first call"]
+        rows = [[f"`{n}`", first_call_cell(s["first_calls_seconds"]["first"], s)] for n, s in timed]
+    else:
+        head = ["variant", "cold first call", "warm first call", "cold ÷ warm"]
+        rows = []
+        for n, s in timed:
+            warm = s["first_calls_seconds"]["first"]
+            cold = (s.get("cold_first_calls_seconds") or {}).get("first")
+            if cold is None:
+                rows.append([f"`{n}`", "not measured", first_call_cell(warm, s), "–"])
+                continue
+            ratio = f"{cold / max(warm, 1e-9):.1f}×"
+            rows.append([f"`{n}`", first_call_cell(cold, s), first_call_cell(warm, s), ratio])
+    return "\n\n".join([*lines, "\n".join([*table_head(head), *map(table_row, rows)])])
+
+
 # --- variants side by side ------------------------------------------------------------------------
 
 

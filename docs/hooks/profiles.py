@@ -37,6 +37,7 @@ from profile_text import (
     compare_tab,
     downloads,
     environment_line,
+    first_calls_tab,
     focus,
     glance_text,
     kernel_list,
@@ -229,6 +230,13 @@ def figure_rows(hw: dict, figure: str) -> list[dict]:
     if figure == "timing":
         return step_rows(hw)
     return read_json(hw["folder"] / f"{figure}.json", list)
+
+
+def render_first_calls(page: Page, *names: str) -> str:
+    """`<!-- profile-first-calls: name... -->`: the compiled variants' first calls, cold and warm,
+    one tab per set that timed them."""
+    page.variants(*names)
+    return per_set(page, "first calls", first_calls_tab, names)
 
 
 def render_compare(page: Page, *names: str) -> str:
@@ -557,6 +565,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-check": (1, render_check),
     "profile-claim": (2, render_claim),
     "profile-compare": (None, render_compare),
+    "profile-first-calls": (None, render_first_calls),
     "profile-diff": (2, render_diff),
     "profile-speedup": (2, render_speedup),
     "profile-env": (0, render_env),

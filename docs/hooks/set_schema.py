@@ -207,6 +207,7 @@ IMBALANCE = fields(
     {"value": SIZE, "low": SIZE, "high": SIZE, "ranges": COUNT, "straggler": COUNT},
     required=("value", "low", "high", "ranges", "straggler"),
 )
+FIRST_CALLS = fields({"first": SIZE, "second": optional(SIZE)}, required=("first",))  # seconds
 SUMMARY = fields(
     {
         "ranks": optional(items(RANK, least=1)), "imbalance": optional(IMBALANCE),
@@ -217,7 +218,8 @@ SUMMARY = fields(
         "kernels_not_listed": optional(COUNT), "ops": optional(items(TEXT)),
         "claims": optional(items(fields(CLAIM_FIELDS, ("text",)))),
         "viewer": optional(fields({"selected": optional(TEXT), "mark": optional(MARK)})),
-        "backward": optional(BACKWARD),
+        "backward": optional(BACKWARD), "first_calls_seconds": optional(FIRST_CALLS),
+        "cold_first_calls_seconds": optional(FIRST_CALLS),
     },
     required=("cpu_time_us", "ops_per_forward", "shape"),
 )  # fmt: skip
