@@ -174,7 +174,6 @@ class Spec:
     holds_scores: bool = False  # materialises the [batch, heads, seq, seq] scores
     inputs: str = "square"  # "square": q, k, v alike; "decode": new tokens against a GQA KV cache
     trains: bool = False  # profiled as a training step: attn_fwd, a loss, attn_bwd
-    teaches: tuple[str, ...] = ()  # the diagnose findings whose fix its chapter shows
 
     @property
     def trace_claims(self) -> list[Claim]:
@@ -375,7 +374,6 @@ SPECS: tuple[Spec, ...] = (
                 peak_in_score_matrices(2)),
         ),
         diff_with=("sdpa_math",), sweeps=("scaling", "benchmark"), holds_scores=True,
-        teaches=("out_of_place_masked_fill", "out_of_place_score_ops"),
     ),
     sdpa(
         "math", "SDPA: math backend",
@@ -407,7 +405,6 @@ SPECS: tuple[Spec, ...] = (
                 slower_than("inplace")),
         ),
         diff_with=("sdpa_flash",), sweeps=("scaling", "benchmark"), holds_scores=True,
-        teaches=("math_fallback", "fp32_attention_on_gpu"),
     ),
     sdpa(
         "efficient", "SDPA: memory-efficient backend",
@@ -435,7 +432,7 @@ SPECS: tuple[Spec, ...] = (
                 "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
                 one_kernel_matching(FLASH_KERNEL)),
         ),
-        sweeps=("scaling", "benchmark"), teaches=("eager_attention",),
+        sweeps=("scaling", "benchmark"),
     ),
     sdpa(
         "cudnn", "SDPA: cuDNN backend",
@@ -625,7 +622,7 @@ SPECS: tuple[Spec, ...] = (
                 "No copy kernel and no Memcpy: the attention kernels read K and V where they are.",
                 both(copy_kernels(0), memcpys("DtoD", 0))),
         ),
-        sweeps=("decoding",), inputs="decode", teaches=("repeat_kv",),
+        sweeps=("decoding",), inputs="decode",
     ),
     train(
         "naive", "Training: naive attention",
@@ -930,11 +927,6 @@ def in_sweep(sweep: str) -> list[str]:
 def diff_pairs() -> list[tuple[str, str]]:
     """(before, after) of every diff the chapters show."""
     return [(s.name, other) for s in SPECS for other in s.diff_with]
-
-
-def chapter_teaching(finding: str) -> str | None:
-    """The chapter of the variant whose spec says it teaches the fix for a diagnose finding."""
-    return next((s.chapter for s in SPECS if finding in s.teaches), None)
 
 
 def claim(variant: str, key: str) -> Claim | None:
