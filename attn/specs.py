@@ -179,7 +179,6 @@ class Spec:
     trains: bool = False  # profiled as a training step: attn_fwd, a loss, attn_bwd
     # Its example times its first calls (compile.json): run once more before, on empty caches.
     times_first_calls: bool = False
-    teaches: tuple[str, ...] = ()  # the diagnose findings whose fix its chapter shows
 
     @property
     def trace_claims(self) -> list[Claim]:
@@ -386,7 +385,6 @@ SPECS: tuple[Spec, ...] = (
                 peak_in_score_matrices(2)),
         ),
         diff_with=("sdpa_math",), sweeps=("scaling", "benchmark"), holds_scores=True,
-        teaches=("out_of_place_masked_fill", "out_of_place_score_ops"),
     ),
     sdpa(
         "math", "SDPA: math backend",
@@ -418,7 +416,6 @@ SPECS: tuple[Spec, ...] = (
                 slower_than("inplace")),
         ),
         diff_with=("sdpa_flash",), sweeps=("scaling", "benchmark"), holds_scores=True,
-        teaches=("math_fallback", "fp32_attention_on_gpu"),
     ),
     sdpa(
         "efficient", "SDPA: memory-efficient backend",
@@ -446,7 +443,7 @@ SPECS: tuple[Spec, ...] = (
                 "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
                 one_kernel_matching(FLASH_KERNEL)),
         ),
-        sweeps=("scaling", "benchmark"), teaches=("eager_attention",),
+        sweeps=("scaling", "benchmark"),
     ),
     sdpa(
         "cudnn", "SDPA: cuDNN backend",
@@ -645,7 +642,7 @@ SPECS: tuple[Spec, ...] = (
                 "No copy kernel and no Memcpy: the attention kernels read K and V where they are.",
                 both(copy_kernels(0), memcpys("DtoD", 0))),
         ),
-        sweeps=("decoding",), inputs="decode", teaches=("repeat_kv",),
+        sweeps=("decoding",), inputs="decode",
     ),
     train(
         "naive", "Training: naive attention",
@@ -954,11 +951,6 @@ def in_sweep(sweep: str) -> list[str]:
 def diff_pairs() -> list[tuple[str, str]]:
     """(before, after) of every diff the chapters show."""
     return [(s.name, other) for s in SPECS for other in s.diff_with]
-
-
-def chapter_teaching(finding: str) -> str | None:
-    """The chapter of the variant whose spec says it teaches the fix for a diagnose finding."""
-    return next((s.chapter for s in SPECS if finding in s.teaches), None)
 
 
 def claim(variant: str, key: str) -> Claim | None:

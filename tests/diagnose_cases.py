@@ -1,20 +1,16 @@
-"""What the diagnose tests share: diagnose as the command line calls it, real traces parsed once
-for every test module that reads them, the GPU fixture, and hand-made traces of SDPA on a GPU."""
+"""What the diagnose tests share: diagnose, real traces parsed once for every test module that
+reads them, the GPU fixture, and hand-made traces of SDPA on a GPU."""
 
 import functools
 import json
 import sys
 from pathlib import Path
 
-from attn import specs
-from attn.traces.diagnose import diagnose as diagnose_trace
+from attn.traces.diagnose import diagnose  # noqa: F401 (the test modules import it from here)
 from attn.traces.trace import Trace, load_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402
-
-diagnose = functools.partial(diagnose_trace, teaching=specs.chapter_teaching)  # as the CLI calls it
-
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces"

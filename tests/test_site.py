@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import gzip
+import importlib.util
 import json
 import os
 import re
@@ -15,10 +16,12 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import tinycss2
 
 from attn import specs
 
 ROOT = Path(__file__).resolve().parents[1]
+HOOKS = ROOT / "docs/hooks"
 PROFILES = ROOT / "profiles"
 ARTIFACTS = {".svg", ".txt", ".json", ".md"}  # besides the gzip traces
 LINKING = {"href", "src"}  # attributes that point at a file or an anchor
@@ -175,6 +178,96 @@ def test_the_site_has_the_pages_the_links_point_at(built_site):
     assert (
         built_site / "notebooks/profile-your-own-attention/profile-your-own-attention.ipynb"
     ).is_file()
+
+
+# --- the notebook page -----------------------------------------------------------------------------
+
+NOTEBOOK = "notebooks/profile-your-own-attention/index.html"
+# The page once held 732 KB, 595 KB of it JupyterLab's CSS inlined; without it, 129 KB (its
+# timeline and code are most of that). Room for more cells, not for the styles to come back.
+NOTEBOOK_PAGE_BYTES = 256 * 1024
+NOTEBOOK_CSS_BYTES = 128 * 1024  # the notebook styles the pages can use: 51 KB of JupyterLab's 590
+INLINE_STYLE_BYTES = 4 * 1024  # Material's own inline styles take under 1 KB
+
+
+class Tables(HTMLParser):
+    """Each table of a page as rows of cell texts, the header row first."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append("".join(self.cell).strip())
+            self.cell = None
+
+
+def test_the_notebook_shows_each_finding_with_the_chapter_that_teaches_its_fix(built_site):
+    """The diagnosis the notebook shows (diagnose as a reader calls it, in a notebook) names the
+    chapter of every finding, and that chapter is a page of the site."""
+    tables = Tables()
+    tables.feed((built_site / NOTEBOOK).read_text(encoding="utf-8"))
+    findings = [t for t in tables.tables if t and t[0][:3] == ["finding", "count", "chapter"]]
+    rows = [row for table in findings for row in table[1:]]
+    assert rows, "the notebook page shows no findings table"
+    for kind, _, chapter, *_ in rows:
+        assert chapter.endswith(".md") and (ROOT / "docs" / chapter).is_file(), (kind, chapter)
+        assert (built_site / chapter.removesuffix(".md") / "index.html").is_file(), chapter
+
+
+def test_the_notebook_page_links_its_styles_instead_of_inlining_them(built_site):
+    """mkdocs-jupyter inlines JupyterLab's CSS in each notebook page; the notebook_styles hook
+    publishes the rules the pages use once and links them. No page inlines big styles again."""
+    page = (built_site / NOTEBOOK).read_text(encoding="utf-8")
+    assert '<link rel="stylesheet" href="../../stylesheets/notebooks.css">' in page
+    css = built_site / "stylesheets/notebooks.css"
+    assert ".jp-OutputArea-output" in css.read_text(encoding="utf-8")  # the rules the page uses
+    assert css.stat().st_size < NOTEBOOK_CSS_BYTES, css.stat().st_size
+    assert (built_site / NOTEBOOK).stat().st_size < NOTEBOOK_PAGE_BYTES
+    pages = [  # the published trace viewer is a tool the pages open, with styles of its own
+        p
+        for p in built_site.rglob("*.html")
+        if p.relative_to(built_site).parts[0] != "trace-viewer"
+    ]
+    assert len(pages) > 10
+    inline = {
+        f"{p.relative_to(built_site)}: {len(m.encode())} bytes"
+        for p in pages
+        for m in re.findall(r"<style[^>]*>(.*?)</style>", p.read_text(encoding="utf-8"), re.S)
+        if len(m.encode()) > INLINE_STYLE_BYTES
+    }
+    assert not inline, sorted(inline)
+
+
+def test_the_notebook_styles_keep_the_rules_a_page_can_match():
+    spec = importlib.util.spec_from_file_location("notebook_styles", HOOKS / "notebook_styles.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    hook._classes.update({"jupyter-wrapper", "jp-Cell"})
+    css = """.jupyter-wrapper .jp-Cell{a:1}
+.jupyter-wrapper .jp-Toolbar{a:2}
+.jupyter-wrapper .jp-Toolbar,.jupyter-wrapper .jp-Cell:not(.jp-mod-active){a:3}
+.jupyter-wrapper .md-typeset__scrollwrap{a:4}
+.jupyter-wrapper :root{a:5}
+@media (max-width:10px){.jupyter-wrapper .jp-Toolbar{a:6}.jp-Cell::before{a:7}}
+@media print{.jp-Toolbar{a:8}}
+@keyframes spin{to{a:9}}"""
+    kept = "".join(hook.kept(tinycss2.parse_stylesheet(css, True, True)))
+    assert re.findall(r"a:(\d)", kept) == ["1", "3", "4", "7", "9"], kept
 
 
 # --- privacy ----------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from attn.traces.trace import Trace, read_trace
 sys.path.insert(0, str(Path(__file__).parent))
 from diagnose_cases import CPU_SET, RANKED, REAL, SINGLE, diagnose, kinds, raw, traced  # noqa: E402
 
-from attn import specs  # noqa: E402
 from attn.traces.diagnose import diagnose_ranks  # noqa: E402
 
 # --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
@@ -132,5 +131,5 @@ def test_the_diagnosis_of_a_real_trace_is_the_one_recorded(folder):
 def test_the_diagnosis_of_a_real_folder_of_ranks_is_the_one_recorded(folder):
     """The same for a folder of ranks: every rank's row and diagnosis, and the imbalance."""
     expected = json.loads((EXPECTED / f"{folder}.json").read_text(encoding="utf-8"))
-    found = diagnose_ranks(REAL / folder, specs.chapter_teaching)
+    found = diagnose_ranks(REAL / folder)
     assert json.loads(json.dumps(found)) == expected

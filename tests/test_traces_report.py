@@ -5,6 +5,9 @@ import sys
 from pathlib import Path
 
 from attn.profiling import cli
+from attn.traces.diagnose import diagnose
+from attn.traces.report import HEADERS, markdown
+from attn.traces.trace import Trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from diagnose_cases import CPU_SET, REAL, fixture  # noqa: E402
@@ -86,3 +89,47 @@ def test_a_name_of_200k_characters_is_cut_before_it_is_printed(tmp_path, monkeyp
     kernels = [line for line in printed if "eager forward:" in line and "1, 1, 1" in line]
     assert kernels and all(line.endswith(" characters)") for line in kernels)
     assert all(len(line) < 1100 for line in kernels)
+
+
+# --- as Markdown (a notebook) --------------------------------------------------------------------
+
+
+def table(text: str, title: str) -> list[list[str]]:
+    """The rows of the Markdown table under **title**, the header first."""
+    block = text.split(f"**{title}**\n\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in block.splitlines()]
+    return [rows[0], *rows[2:]]
+
+
+def test_markdown_names_each_findings_chapter_as_diagnose_alone_finds_it():
+    """diagnose as a reader calls it (a notebook: no argument but the trace) names the chapter of
+    each finding, and the Markdown report shows it."""
+    text = markdown(diagnose(read_trace(CPU_SET / "naive/trace.json.gz")))
+    header, *rows = table(text, "Findings")
+    assert header == ["finding", "count", "chapter", "advice"]
+    assert {row[0]: row[2] for row in rows} == {
+        "out_of_place_masked_fill": "inplace.md",
+        "eager_attention": "sdpa.md",
+    }
+
+
+def test_markdown_leaves_out_the_columns_a_trace_cannot_fill():
+    """A CPU trace has no kernels and no device time: its table has no such columns (and no caption
+    about them); a GPU trace's has them (this one, recorded without shapes, has no shapes)."""
+    cpu = markdown(diagnose(read_trace(CPU_SET / "naive/trace.json.gz")))
+    assert table(cpu, "Attention")[0] == ["implementation", "pass", "compiled", "where", "shapes",
+                                          "calls"]  # fmt: skip
+    assert "per call." not in cpu
+    gpu = markdown(diagnose(Trace(fixture())))
+    assert table(gpu, "Attention")[0] == [h for h in HEADERS if h != "shapes"]
+    assert "Kernels, device time and share: per call." in gpu
+
+
+def test_markdown_shows_a_name_as_text():
+    """A name from a trace is text in the Markdown: no table cell it ends, no tag, no list."""
+    result = diagnose(Trace(fixture()))
+    result["attention"][0]["where"] = "a | b <script>"
+    result["findings"][0]["advice"] = "1. *x* [y](z)"
+    text = markdown(result)
+    assert "a \\| b &lt;script>" in table(text, "Attention")[1][3]
+    assert r"1. *x* \[y\](z)" in text

@@ -312,10 +312,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.json is not None:  # before the reading: a bad output is said at once
         check_output(args.json, (args.trace,))
     if args.trace.is_dir():
-        result = diagnose.diagnose_ranks(args.trace, specs.chapter_teaching)
+        result = diagnose.diagnose_ranks(args.trace)
         show = report_ranks
     else:
-        result = diagnose.diagnose(read_kept(args.trace), specs.chapter_teaching)
+        result = diagnose.diagnose(read_kept(args.trace))
         show = print_diagnosis
     if args.json is not None:
         write_json(args.json, result)

@@ -78,7 +78,7 @@ def diagnosis(public: specs.PublicTrace) -> dict:
     """What diagnosis.json holds: the source, the report, the claims checked on it, the shot's aim."""
     trace = read_trace(trace_file(public.folder))
     calls = find_calls(trace)
-    full = diagnosis_of(trace, calls, specs.chapter_teaching)
+    full = diagnosis_of(trace, calls)
     keys = ("attention", "attention_share_of_device_time", "unattributed", "findings",
             "not_checked", "lint")  # fmt: skip
     report = {key: full[key] for key in keys}

@@ -12,12 +12,11 @@ unchecked, and what in the trace itself misleads (`trace_lint`).
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from attn.traces import trace_lint, work
 from attn.traces.calls import Call, attention_rows, find_calls, layout_kernels, trace_device_us
-from attn.traces.findings import Teaching, findings
+from attn.traces.findings import findings
 from attn.traces.ranks import imbalance, rank_traces, read_ranks
 from attn.traces.trace import Trace, device_name_of
 
@@ -25,20 +24,15 @@ from attn.traces.trace import Trace, device_name_of
 DIAGNOSIS_SCHEMA = 1
 
 
-def no_chapter(kind: str) -> None:
-    """No chapter teaches any finding's fix (the default `teaching`)."""
-    return None
+def diagnose(trace: Trace) -> dict:
+    """The report as data: the trace's facts, its attention, the findings (each with the chapter
+    that teaches its fix) and what went unchecked."""
+    return diagnosis_of(trace, find_calls(trace))
 
 
-def diagnose(trace: Trace, teaching: Teaching = no_chapter) -> dict:
-    """The report as data: the trace's facts, its attention, the findings and what went unchecked;
-    `teaching` names the chapter that teaches a finding's fix (attn.specs.chapter_teaching)."""
-    return diagnosis_of(trace, find_calls(trace), teaching)
-
-
-def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = no_chapter) -> dict:
+def diagnosis_of(trace: Trace, calls: list[Call]) -> dict:
     """diagnose's result for calls already found (the public traces' claims read the calls too)."""
-    found, unchecked = findings(trace, calls, teaching)
+    found, unchecked = findings(trace, calls)
     rows = attention_rows(trace, calls)
     shares = [r["share_of_device_time"] for r in rows if r["share_of_device_time"] is not None]
     return {
@@ -60,19 +54,16 @@ def diagnosis_of(trace: Trace, calls: list[Call], teaching: Teaching = no_chapte
     }
 
 
-def _of_rank(trace: Trace, row: dict, teaching: Teaching) -> dict:
+def _of_rank(trace: Trace, row: dict) -> dict:
     """In a rank's worker: its diagnosis, beside its row."""
-    return {"diagnosis": diagnose(trace, teaching)}
+    return {"diagnosis": diagnose(trace)}
 
 
-def diagnose_ranks(
-    folder: Path, teaching: Teaching = no_chapter, workers: int | None = None
-) -> dict:
+def diagnose_ranks(folder: Path, workers: int | None = None) -> dict:
     """A folder of rank traces (attn.traces.ranks): each rank diagnosed in a process of its own,
-    with its compute and communication; then the imbalance across the ranks and the straggler.
-    `teaching` must be picklable (a module's function)."""
+    with its compute and communication; then the imbalance across the ranks and the straggler."""
     found = rank_traces(folder)
-    rows = read_ranks(found, functools.partial(_of_rank, teaching=teaching), workers)
+    rows = read_ranks(found, _of_rank, workers)
     worlds = {r["world_size"] for r in rows} - {None}
     return {
         "schema": DIAGNOSIS_SCHEMA,

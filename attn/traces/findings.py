@@ -1,7 +1,7 @@
 """What to fix in the attention a trace holds: each finding one record, beside its detector.
 
-A record names the finding, says in one sentence what to change and why, and where the fix is
-taught: a page of its own, else the chapter whose variant's spec `teaches` it. Its detector takes
+A record names the finding, says in one sentence what to change and why, and names the page in
+docs/ that teaches the fix (the record, not its caller, knows it). Its detector takes
 the calls of one pass that have a CPU op (every call of the pass, for a finding that needs none:
 the dtype a kernel's name says) and returns (count, detail): a count of None where the
 trace cannot tell (the detail then says why), else a detail the advice may carry. A new finding is
@@ -39,7 +39,6 @@ NOT_NEW_SCORES = (patterns.MASKED_FILL, "aten::dropout", "aten::softmax", "aten:
 NOT_MASK_WORK = patterns.BOOKKEEPING_OPS | {"aten::linear", "aten::addmm", *patterns.MATMUL_OPS}
 
 Detector = Callable[[Trace, list[Call]], tuple["int | None", "str | None"]]
-Teaching = Callable[[str], "str | None"]  # a finding -> the chapter whose variant teaches its fix
 NO_CPU_OPS = "the trace has no CPU ops (recorded with the GPU activity only)"
 NO_CPU_CALL = "no CPU op was recorded around the attention's kernels"
 GRAPH_REPLAY = "the attention's kernels are a graph replay (no CPU op launched them one by one)"
@@ -54,13 +53,9 @@ class Finding:
     kind: str
     advice: str  # one sentence: what to change, and why
     detect: Detector
-    page: str | None = None  # a page that teaches the fix; None: a variant's chapter (`teaches`)
+    page: str  # the page in docs/ that teaches the fix
     reads: str = FORWARD  # the pass whose calls the detector reads
     needs_cpu: bool = True  # reads only calls with a CPU op; else every call (kernels alone too)
-
-    def chapter(self, teaching: Teaching = lambda kind: None) -> str | None:
-        """The page in docs/ that teaches the fix (`teaching`: attn.specs.chapter_teaching)."""
-        return self.page or teaching(self.kind)
 
 
 FINDINGS: list[Finding] = []  # in the order they are defined, which is the report's
@@ -70,7 +65,7 @@ def finding(
     kind: str,
     advice: str,
     *,
-    page: str | None = None,
+    page: str,
     reads: str = FORWARD,
     needs_cpu: bool = True,
 ) -> Callable[[Detector], Detector]:
@@ -87,6 +82,7 @@ def finding(
     "out_of_place_masked_fill",
     "Mask in place with masked_fill_ (safe where no backward needs the scores): the out-of-place "
     "masked_fill clones the whole score matrix before filling it.",
+    page="inplace.md",
 )
 def _masked_fill(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     found = {
@@ -111,6 +107,7 @@ def _copies(trace: Trace, row: int) -> bool:
     "eager_attention",
     "Call F.scaled_dot_product_attention instead of matmul, softmax, matmul: one fused kernel "
     "that never writes the [seq_q, seq_k] scores to memory.",
+    page="sdpa.md",
 )
 def _eager(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     return sum(c.implementation == "eager" for c in calls), None
@@ -121,6 +118,7 @@ def _eager(trace: Trace, calls: list[Call]) -> tuple[int, None]:
     "Work on the score matrix in place (mul_, add_, masked_fill_; or scale q before the product, "
     "or pass the bias as attn_mask to F.scaled_dot_product_attention): each out-of-place op on it "
     "writes a whole new [seq_q, seq_k] matrix.",
+    page="inplace.md",
 )
 def _out_of_place_scores(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """Eager calls' ops on the score matrix between Q.K^T and P.V that write a new one: out of
@@ -157,6 +155,7 @@ def _writes_new(trace: Trace, row: int) -> bool:
     "repeat_kv",
     "Pass K and V with their own head count and enable_gqa=True to "
     "F.scaled_dot_product_attention: repeating or broadcasting them copies K and V for every head.",
+    page="decoding.md",
 )
 def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """repeat_interleave or repeat, or an expand made contiguous by a copying reshape, before a
@@ -495,6 +494,7 @@ def _under(trace: Trace, row: int) -> float:
     "math_fallback",
     "Make the inputs fit a fused backend (float16 or bfloat16, head_dim a multiple of 8 up to "
     "256): SDPA's math backend is the many-kernel reference path.",
+    page="sdpa.md",
 )
 def _math_fallback(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     on_gpu = [c for c in calls if c.implementation == patterns.sdpa("math") and c.device_rows]
@@ -558,6 +558,7 @@ def _math_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     "fp32_attention_on_gpu",
     "Run attention in bfloat16 or float16 (torch.autocast): in float32 the flash and cuDNN "
     "kernels cannot run and the products miss the tensor cores.",
+    page="sdpa.md",
     needs_cpu=False,
 )
 def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
@@ -629,9 +630,7 @@ def _blocks(trace: Trace, runtime: int) -> bool:
     )
 
 
-def findings(
-    trace: Trace, calls: list[Call], teaching: Teaching = lambda kind: None
-) -> tuple[list[dict], list[dict]]:
+def findings(trace: Trace, calls: list[Call]) -> tuple[list[dict], list[dict]]:
     """(findings with a count, the kinds the trace cannot tell and why)."""
     no_ops = "cpu_op" not in trace.cat
     if not calls and not no_ops:
@@ -653,7 +652,7 @@ def findings(
             row = {
                 "kind": f.kind,
                 "count": count,
-                "chapter": f.chapter(teaching),
+                "chapter": f.page,
                 "advice": f.advice,
             }
             found.append(row | ({"detail": detail} if detail else {}))
