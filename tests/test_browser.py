@@ -270,12 +270,16 @@ SHRUNK_SHOTS = """() => [...document.querySelectorAll('article img[src$="/viewer
 SETTLED = "document.documentElement.hasAttribute('data-trace-viewer')"
 
 
-# The evidence under a guess box stays closed until the reader answers; the checks below look at it.
-OPEN_EVIDENCE = "document.querySelectorAll('details.evidence').forEach((d) => { d.open = true; })"
+# What follows a guess box (the evidence, the checks, figures) is hidden, and the evidence closed,
+# until the reader answers or skips: the checks below skip every question, and look at it.
+OPEN_EVIDENCE = "document.querySelectorAll('.attn-guess [data-skip]').forEach((b) => b.click())"
 
 
 # Every closed block of a page (evidence, answers, a figure's table): the checks below look in them.
-OPEN_ALL = "document.querySelectorAll('article details').forEach((d) => { d.open = true; })"
+OPEN_ALL = (
+    OPEN_EVIDENCE
+    + "; document.querySelectorAll('article details').forEach((d) => { d.open = true; })"
+)
 
 
 def open_settled(context, url: str):
@@ -585,6 +589,7 @@ def test_each_set_has_a_tab_of_its_claims(built_site, site_url, page):
     """The claims of a variant, as checked on each set: a tab per set, each its own verdicts."""
     expected = tab_titles(built_site)
     page.goto(site_url + "naive/")
+    page.evaluate(OPEN_EVIDENCE)
     claimed = re.compile(r"^. (holds|does not hold|cannot tell):")
     tabs = page.locator(".tabbed-set").filter(has=page.locator("li", has_text=claimed)).first
     labels = tabs.locator(".tabbed-labels label")

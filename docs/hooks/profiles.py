@@ -528,8 +528,9 @@ def public_viewer(page: Page, folder: str, data: dict) -> str:
 
 def render_guess(page: Page, kind: str, *names: str) -> str:
     """`<!-- profile-guess: KIND VARIANT... -->`: a question of docs/hooks/guesses.py the reader
-    answers on the page, per set, its answer read from the set's summaries; answering opens the
-    evidence below it (a `??? abstract evidence` block)."""
+    answers on the page, per set, its answer read from the set's summaries. guess.js hides what
+    follows it, up to the next question's section, until the reader answers or skips; then it
+    shows it and opens the evidence in it (`??? abstract evidence` blocks)."""
     question = QUESTIONS.get(kind)
     if question is None:
         raise page.error(f"unknown guess {kind!r}; the guesses: {', '.join(QUESTIONS)}")

@@ -1,10 +1,66 @@
 // Guess first: each question of a guess box is answered on the page (docs/hooks/guesses.py writes
-// the question, the measured answer and what a miss means). Answering, or skipping, opens the
-// answer and the evidence below, up to the next question. Nothing is sent or kept anywhere.
-// Without JavaScript the form stays hidden and the reader opens the answer and evidence by hand.
+// the question, the measured answer and what a miss means). What follows a question states what was
+// measured (the evidence, the checks, tables, figures, the explanation), so it stays hidden up to the
+// next question's section, until the reader answers or skips; answering, or skipping, shows it and
+// opens the answer and the evidence in it. A link to a heading in it (the table of contents, a
+// search result) shows it too. Nothing is sent or kept anywhere.
+// Without JavaScript nothing is hidden, the form stays hidden, and the reader opens the answer and
+// the evidence by hand.
 document$.subscribe(function () {
   var boxes = Array.from(document.querySelectorAll(".attn-guess"));
   var group = function (box) { return box.closest(".tabbed-set") || box; };
+  var isHeading = function (el) { return /^H[1-6]$/.test(el.tagName); };
+  // The part of the page that holds el: its ancestor right under the article.
+  var partOf = function (el) {
+    var article = el.closest("article");
+    while (el.parentElement && el.parentElement !== article) el = el.parentElement;
+    return el;
+  };
+
+  // Each question group, and the parts of the page after it that state what was measured: its
+  // siblings up to the next group's section (the heading above the next question), or the end.
+  var groups = [];
+  boxes.forEach(function (box) {
+    var top = partOf(group(box));
+    if (!groups.length || groups[groups.length - 1].top !== top) groups.push({ top: top, parts: [] });
+  });
+  groups.forEach(function (g, i) {
+    var next = groups[i + 1] ? groups[i + 1].top : null;
+    var stop = next;
+    for (var el = next && next.previousElementSibling; el && el !== g.top; el = el.previousElementSibling) {
+      if (isHeading(el)) { stop = el; break; }
+    }
+    for (var part = g.top.nextElementSibling; part && part !== stop && part !== next; part = part.nextElementSibling) {
+      g.parts.push(part);
+    }
+  });
+
+  var reveal = function (g) {
+    g.parts.forEach(function (part) { part.classList.remove("attn-unanswered"); });
+    if (g.note) { g.note.remove(); g.note = null; }
+  };
+  groups.forEach(function (g) {
+    if (!g.parts.length) return;
+    g.parts.forEach(function (part) { part.classList.add("attn-unanswered"); });
+    g.note = document.createElement("p");
+    g.note.className = "attn-guess-waiting";
+    g.note.textContent = "The evidence, and what it shows, appear here once you answer or skip the question.";
+    g.top.after(g.note);
+  });
+
+  // A link to a part that is hidden: show its group's parts, then go there.
+  var follow = function () {
+    var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (!target) return;
+    var hidden = groups.find(function (g) {
+      return g.note && g.parts.some(function (part) { return part.contains(target); });
+    });
+    if (!hidden) return;
+    reveal(hidden);
+    target.scrollIntoView();
+  };
+  follow();
+  window.addEventListener("hashchange", follow);
 
   // Every closed evidence block after this box's group, up to the next question's group.
   var openEvidence = function (box) {
@@ -38,6 +94,7 @@ document$.subscribe(function () {
     var form = box.querySelector("form");
     var result = box.querySelector(".attn-guess-result");
     var answer = box.querySelector(".attn-guess-answer");
+    var mine = groups.find(function (g) { return g.top === partOf(group(box)); });
     form.hidden = false;
     var show = function (guess) {
       result.textContent = "";
@@ -52,6 +109,7 @@ document$.subscribe(function () {
       }
       result.hidden = false;
       answer.open = true;
+      reveal(mine);
       openEvidence(box);
     };
     form.addEventListener("submit", function (event) {
