@@ -195,4 +195,8 @@ def test_a_benchmark_claim_is_a_claim_about_a_figure():
     assert isinstance(claim, Claim) and claim.figure == "benchmark"
     (result,) = evaluate([claim], "cpu", BenchmarkEvidence("sdpa_math", []))
     assert result["holds"] is None and "no shape in benchmark.json" in result["observed"]
-    assert {c.figure for s in specs.SPECS for c in s.benchmark_claims} == {"benchmark", "training"}
+    assert {c.figure for s in specs.SPECS for c in s.benchmark_claims} == {
+        "benchmark",
+        "training",
+        "dispatch",
+    }
