@@ -84,8 +84,8 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def profile_examples(session: nox.Session) -> None:
     """Run every example under the profiler into profiles/<hardware>/, then the timing pass and the
-    sweeps (scaling, decoding, training, and the benchmark of the custom kernels against SDPA), then
-    build the site."""
+    sweeps (scaling, decoding, training, the benchmark of the custom kernels against SDPA, and
+    SDPA's dispatch), then build the site."""
     install(session, "docs", "viewer")
     fetch_viewer(session)
     # Every variant's example (attn/specs.py names each script and its flags), then the sweeps.
@@ -96,6 +96,7 @@ def profile_examples(session: nox.Session) -> None:
         "attn.profiling.decoding",
         "attn.profiling.training",
         "attn.profiling.benchmark",
+        "attn.profiling.dispatch",  # which SDPA backend runs unpinned, and why the others refuse
     ):
         session.run("python", "-m", sweep, "--out", "profiles", *_device_args(session.posargs))
     build_site(session)

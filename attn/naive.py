@@ -37,3 +37,20 @@ class NaiveAttention(nn.Module):
         return weights @ v  # 5. reweight the values
 
     # --8<-- [end:forward]
+
+
+class ScoresScaledAttention(NaiveAttention):
+    """Naive attention that scales the scores, as the article's module does, instead of q."""
+
+    # --8<-- [start:forward_scale_scores]
+    def forward(self, q, k, v, is_causal=True):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        scores = q @ k.transpose(-2, -1)  # 1. scores [b, h, seq_q, seq_k]
+        scores = scores * scale  # 2. one more pass over the scores
+        if is_causal:  # 3. mask the future, out of place as above
+            mask = self.causal_mask(q.shape[-2], k.shape[-2], q.device)
+            scores = scores.masked_fill(mask, float("-inf"))
+        weights = scores.softmax(dim=-1)  # 4. normalise each row
+        return weights @ v  # 5. reweight the values
+
+    # --8<-- [end:forward_scale_scores]

@@ -26,6 +26,7 @@ from attn.traces.benchmark_checks import (
     slower_than,
 )
 from attn.traces.claims import Claim, both
+from attn.traces.dispatch_checks import ran, refused
 from attn.traces.patterns import (
     AOTRITON_KERNEL,
     CUDNN_KERNEL,
@@ -82,6 +83,7 @@ from attn.traces.shape_checks import (
     never_on_scores,
     on_scores,
     only_scalar_copies,
+    passes_over_scores,
     peak_holds_the_copies,
     peak_in_score_matrices,
     repeat_copies,
@@ -141,6 +143,7 @@ V = _Lazy(
     sliding_window="attn.flex",
     InPlaceAttention="attn.inplace",
     NaiveAttention="attn.naive",
+    ScoresScaledAttention="attn.naive",
     RingVariant="attn.registry",
     SdpaAttention="attn.sdpa",
     Variant="attn.variant",
@@ -351,7 +354,7 @@ SPECS: tuple[Spec, ...] = (
                 "Peak memory is two score matrices, not three (the scores and the softmax output).",
                 peak_in_score_matrices(2)),
         ),
-        diff_with=("inplace",), sweeps=("scaling",), holds_scores=True,
+        diff_with=("inplace", "naive_scale_scores"), sweeps=("scaling",), holds_scores=True,
     ),
     Spec(
         "inplace", "In-place masking",
@@ -414,6 +417,11 @@ SPECS: tuple[Spec, ...] = (
             BenchmarkClaim("gpu-slower-than-inplace", "cuda",
                 "sdpa_math takes more time than the in-place module at every shape benchmarked.",
                 slower_than("inplace")),
+            BenchmarkClaim("unpinned-with-dropout", "cpu",
+                "With dropout_p > 0 and nothing pinned, SDPA runs its math backend, at every dtype "
+                "and head_dim tried; pinned to flash, it refuses.",
+                both(ran(("sdpa_math",), inputs="dropout"), refused("flash", inputs="dropout")),
+                figure="dispatch"),
         ),
         diff_with=("sdpa_flash",), sweeps=("scaling", "benchmark"), holds_scores=True,
     ),
@@ -424,6 +432,10 @@ SPECS: tuple[Spec, ...] = (
             Claim("gpu-one-cutlass-kernel", "cuda",
                 "One fused fmha_cutlassF kernel per forward.",
                 one_kernel_matching(CUTLASS_KERNEL)),
+            BenchmarkClaim("refuses-every-case", "cpu",
+                "Pinned to the memory-efficient backend on a CPU, SDPA refuses every case: no "
+                "backend is viable.",
+                refused("efficient"), figure="dispatch"),
         ),
         sweeps=("scaling", "benchmark"),
     ),
@@ -442,6 +454,26 @@ SPECS: tuple[Spec, ...] = (
             Claim("gpu-one-flash-kernel", "cuda",
                 "One kernel per forward, of FlashAttention's pytorch_flash::flash_fwd family.",
                 one_kernel_matching(FLASH_KERNEL)),
+            BenchmarkClaim("unpinned-runs-flash", "cpu",
+                "With nothing pinned, SDPA runs its flash backend at every dtype and head_dim "
+                "tried, with no mask, with is_causal, and with a boolean or a float attn_mask.",
+                ran(("sdpa_flash",), inputs=("none", "is_causal", "bool mask", "float mask")),
+                figure="dispatch"),
+            BenchmarkClaim("gpu-refuses-a-mask", "cuda",
+                "On a GPU, flash refuses an explicit attn_mask, boolean or float: pinned, it "
+                "raises; unpinned, another backend runs.",
+                both(
+                    refused("flash", inputs=("bool mask", "float mask")),
+                    ran(("sdpa_efficient", "sdpa_cudnn", "sdpa_math"),
+                        inputs=("bool mask", "float mask")),
+                ),
+                figure="dispatch"),
+            BenchmarkClaim("gpu-refuses-float32", "cuda",
+                "On a GPU, flash refuses float32 inputs: it computes in float16 and bfloat16 only.",
+                refused("flash", dtype="float32"), figure="dispatch"),
+            BenchmarkClaim("gpu-refuses-head-dim-over-256", "cuda",
+                "On a GPU, flash refuses a head_dim over 256 (here 320).",
+                refused("flash", head_dim=320), figure="dispatch"),
         ),
         sweeps=("scaling", "benchmark"),
     ),
@@ -457,8 +489,38 @@ SPECS: tuple[Spec, ...] = (
                     launched_with("cuLaunchKernelEx"),
                     absent("aten::transpose"),
                 )),
+            BenchmarkClaim("refuses-every-case", "cpu",
+                "Pinned to the cuDNN backend on a CPU, SDPA refuses every case: no backend is "
+                "viable.",
+                refused("cudnn"), figure="dispatch"),
         ),
         sweeps=("scaling", "benchmark"),
+    ),
+    Spec(
+        "naive_scale_scores", "Naive, scaling the scores",
+        "scaling the scores, not q: one more pass over a score matrix",
+        lambda: V.ModuleVariant(V.ScoresScaledAttention()), "sdpa.md",
+        ("examples/naive_attention.py", "--scale-scores"),
+        ("attn/naive.py",),
+        focus=exactly("aten::mul"),
+        claims=(
+            Claim("one-mul-on-scores", "cpu",
+                "One aten::mul per forward takes the [batch, heads, seq_q, seq_k] scores: it reads "
+                "a score matrix and writes another.",
+                passes_over_scores("aten::mul", 1)),
+            Claim("ops-follow-the-code", "cpu",
+                "The forward's own ops follow the code: aten::transpose (of k), aten::matmul, "
+                "aten::mul (the scores by the scale), aten::masked_fill, aten::softmax, "
+                "aten::matmul.",
+                top_level_ops(
+                    "aten::transpose", "aten::matmul", "aten::mul", "aten::masked_fill",
+                    "aten::softmax", "aten::matmul",
+                )),
+            Claim("gpu-one-mul-on-scores", "cuda",
+                "One aten::mul per forward takes the [batch, heads, seq_q, seq_k] scores.",
+                passes_over_scores("aten::mul", 1)),
+        ),
+        holds_scores=True,
     ),
     Spec(
         "custom_cpu", "Custom C++ kernel (CPU)",

@@ -32,9 +32,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from attn.naive import NaiveAttention
+from attn.naive import NaiveAttention, ScoresScaledAttention
 
-NAME = "naive"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -57,6 +56,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--head-dim", type=positive, default=64)
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16" if gpu else "float32")
     p.add_argument("--no-causal", action="store_true", help="attend to every key")
+    p.add_argument(
+        "--scale-scores",
+        action="store_true",
+        help="scale the scores, as the article does, not q (writes OUT/naive_scale_scores/)",
+    )
     p.add_argument("--out", type=Path, default=Path("runs"), help="writes OUT/naive/")
     args = p.parse_args()
     if args.device == "cuda" and not gpu:
@@ -79,7 +83,8 @@ def main() -> None:
         for n in (args.seq, seq_k, seq_k)
     )
     causal = not args.no_causal
-    attention = NaiveAttention()
+    attention = ScoresScaledAttention() if args.scale_scores else NaiveAttention()
+    name = "naive_scale_scores" if args.scale_scores else "naive"
     on_gpu = args.device == "cuda"
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
 
@@ -101,7 +106,7 @@ def main() -> None:
                 sync()  # the GPU work of this step ends inside this step
                 prof.step()
 
-    folder = args.out / NAME
+    folder = args.out / name
     folder.mkdir(parents=True, exist_ok=True)
     scratch = folder / f".trace-{os.getpid()}.json.gz"  # .gz: the exporter compresses it
     prof.export_chrome_trace(str(scratch))

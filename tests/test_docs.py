@@ -283,18 +283,21 @@ def test_every_guess_is_asked_on_the_page_then_closed_evidence_and_a_check_answe
         text = path.read_text(encoding="utf-8")
         for box in guess_boxes(text):
             rest = text[box.end() :]
-            asked = re.match(r"\s*<!-- profile-guess: [\w-]+ [\w ]+-->\n", rest)
+            asked = re.match(r"\s*<!-- profile-guess: [\w-]+ (\w+)[\w ]*-->\n", rest)
             assert asked, f"{path.name}: no question to answer after {box['title']!r}"
             rest = rest[asked.end() :]
-            # The evidence: a closed block (`??? ... evidence`) holding a variant's profile.
+            # The evidence: a closed block (`??? ... evidence`) holding a variant's profile, or the
+            # figure a figure's question is answered from (then the check answers its variant).
             closed = re.search(r'^\?\?\? [\w ]*\bevidence "[^"]+"\n', rest, re.M)
             assert closed, f"{path.name}: no closed evidence block after {box['title']!r}"
-            evidence = re.match(r"\n    <!-- profile: (\w+) -->$", rest[closed.end() :], re.M)
+            evidence = re.match(
+                r"\n    <!-- profile(-figure)?: (\w+) -->$", rest[closed.end() :], re.M
+            )
             assert evidence, f"{path.name}: the evidence block does not start with a profile"
             after = rest[closed.end() + evidence.end() :]
             check = re.search(r"^#+ Check your guess$", after, re.M)
             assert check, f"{path.name}: no 'Check your guess' after the evidence"
-            name = evidence[1]
+            name = asked[1] if evidence[1] else evidence[2]
             answers = [
                 m for m in hook.MARKER.finditer(after[check.end() :])
                 if m["kind"] in ("profile-check", "profile-claim") and (m["args"] or "").split()[0] == name
@@ -323,6 +326,10 @@ def test_every_claim_marker_renders_with_what_was_observed(site, page):
     text = (ROOT / "docs" / f"{page}.md").read_text(encoding="utf-8")
     markers = re.findall(r"^\s*<!-- profile-claim: (\w+) ([\w.-]+) -->$", text, re.M)
     assert markers, f"{page}: no claim marker"
+    # A variant no committed set has profiled yet can only say so ("Not checked yet"); every claim
+    # of a profiled variant renders a verdict, or waits for its figure ("Not measured yet").
+    profiled = {p.parent.name for p in (site.parent / "profiles").glob("*/*/summary.json")}
+    markers = [(name, key) for name, key in markers if name in profiled]
     raw, _ = page_text(site, page)
     titles = re.findall(r'<p class="admonition-title">(.*?)</p>\s*<p>(.*?)</p>', raw, re.S)
     observed = [body for _, body in titles if "(observed:" in body or "Not measured yet" in body]

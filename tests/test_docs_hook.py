@@ -23,6 +23,7 @@ import pytest
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
+from test_traces_dispatch import cpu_rows  # dispatch.json's rows
 from test_traces_figure_tables import BENCH  # benchmark.json's rows
 
 from attn import specs
@@ -460,6 +461,59 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
     assert (
         "Not measured yet: no profile set here has benchmark.json on a GPU." in gpu
     )  # not the CPU's
+
+
+def add_dispatch(folder: Path, rows: list[dict]) -> None:
+    _write(folder / "dispatch.json", rows)
+    _write(folder / "dispatch.svg", TIMELINE)
+    layout.write_manifest(folder)
+    sets.hardware_sets.cache_clear()
+
+
+def test_dispatch_figure_shows_its_table_open_where_a_set_has_it_and_a_note_where_none(profiles):
+    out = expand("<!-- profile-figure: dispatch -->", "sdpa.md", profiles)
+    assert "Not profiled yet" in out and "the dispatch figure" in out  # no set has it: no error
+    add_dispatch(profiles / "cpu", cpu_rows())
+    out = expand("<!-- profile-figure: dispatch -->", "sdpa.md", profiles)
+    assert "(profiles/cpu/dispatch.svg)" in out and "??? abstract" not in out  # open
+    assert "\n    | dropout | math | math |" in out  # in the set's tab
+    assert "| flash | inputs dropout (4) | Flash attention kernel not used because:" in out
+    assert "Data: [dispatch.json](profiles/cpu/dispatch.json)" in out
+    assert "NVIDIA H200" not in out  # that set has no dispatch rows: no tab
+
+
+def test_dispatch_claims_are_checked_on_each_set_with_rows_and_wait_for_a_gpu_set(profiles):
+    marker = "<!-- profile-claim: sdpa_math unpinned-with-dropout -->\n"
+    assert "Not measured yet: no profile set here has dispatch.json on a CPU." in expand(
+        marker, "sdpa.md", profiles
+    )
+    add_dispatch(profiles / "cpu", cpu_rows())
+    out = expand(marker, "sdpa.md", profiles)
+    assert out.startswith('\n!!! success "With dropout_p > 0 and nothing pinned')
+    assert "✓ **holds** on CPU (observed: unpinned, ran math in every case (4)" in out
+    gpu = expand("<!-- profile-claim: sdpa_flash gpu-refuses-a-mask -->", "sdpa.md", profiles)
+    assert "Not measured yet: no profile set here has dispatch.json on a GPU." in gpu
+
+
+def test_a_figure_question_is_answered_from_each_sets_rows_of_that_figure(profiles):
+    marker = "<!-- profile-guess: unpinned-dropout sdpa_math -->"
+    waiting = expand(marker, "sdpa.md", profiles)  # no set has the rows: no error, a note
+    assert "No hardware set in `profiles/` has artifacts for the dispatch figure yet" in waiting
+    add_dispatch(profiles / "cpu", cpu_rows())
+    out = expand(marker, "sdpa.md", profiles)
+    assert 'data-answer="math"' in out and "<code>math</code> in every case (4)" in out
+    assert "NVIDIA H200" not in out  # that set has no dispatch rows: no question
+    rows = [{**r, "backend": "sdpa_flash"} if r["head_dim"] == 64 else r for r in cpu_rows()]
+    add_dispatch(profiles / "cpu", rows)
+    out = expand(marker, "sdpa.md", profiles)
+    assert 'data-answer="it depends on dtype or head_dim"' in out
+    assert "<code>flash</code> in head_dim 64 (2); <code>math</code> in head_dim 320 (2)" in out
+
+
+def test_a_dispatch_row_without_its_refusals_fails_the_build_naming_the_file(profiles):
+    add_dispatch(profiles / "cpu", [{k: v for k, v in cpu_rows()[0].items() if k != "refused"}])
+    with pytest.raises(sets.BrokenSet, match=r"dispatch\.json"):
+        expand("<!-- profile-figure: dispatch -->", "sdpa.md", profiles)
 
 
 # --- files and the whole build --------------------------------------------------------------------

@@ -26,6 +26,7 @@ from attn.traces.shape_checks import (
     never_on_scores,
     on_scores,
     only_scalar_copies,
+    passes_over_scores,
     peak_holds_the_copies,
     peak_in_score_matrices,
     repeat_copies,
@@ -239,6 +240,20 @@ def test_an_op_is_on_the_scores_when_its_first_input_is_the_score_matrix():
     unshaped = forward_of(("aten::add_", 30, 40, None))
     assert on_scores("aten::add_")(unshaped) == never_on_scores("aten::add_")(unshaped)
     assert on_scores("aten::add_")(unshaped) == (None, NO_SHAPES)
+
+
+def test_a_pass_over_the_scores_is_counted_per_forward_with_its_bytes():
+    q_scaled = forward_of(SOFTMAX, ("aten::mul", 10, 15, [Q, []]))
+    scores_scaled = forward_of(SOFTMAX, ("aten::mul", 20, 30, [SCORES, []]))
+    assert passes_over_scores("aten::mul", 1)(scores_scaled) == (
+        True,
+        "1 aten::mul per forward on the [1, 2, 8, 16] float scores: reads 1 KiB and writes 1 KiB",
+    )
+    holds, observed = passes_over_scores("aten::mul", 1)(q_scaled)
+    assert holds is False and observed.startswith("0 aten::mul per forward")
+    assert passes_over_scores("aten::mul", 0)(q_scaled)[0] is True
+    unshaped = forward_of(("aten::mul", 20, 30, None))
+    assert passes_over_scores("aten::mul", 1)(unshaped) == (None, NO_SHAPES)
 
 
 def test_copies_are_told_apart_by_what_they_copy():

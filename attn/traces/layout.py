@@ -4,7 +4,7 @@
     <root>/<hardware>/environment.json       device, CPU, versions, date, commit
     <root>/<hardware>/overview.svg           time per forward of every variant there
     <root>/<hardware>/timing.json            every variant timed interleaved: median and interval
-    <root>/<hardware>/{scaling,benchmark,decoding,training}.{json,svg}
+    <root>/<hardware>/{scaling,benchmark,decoding,training,dispatch}.{json,svg}
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
     <root>/<hardware>/<variant>/ranks.svg    a variant run on several ranks: its summary across
     <root>/<hardware>/<variant>/rank<r>/...  them, their figure, and each rank's files as above
@@ -27,7 +27,7 @@ MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
 OVERVIEW = "overview.svg"
 TIMING = "timing.json"  # the timing pass: every variant timed interleaved, with intervals
-FIGURES = ("scaling", "benchmark", "decoding", "training")
+FIGURES = ("scaling", "benchmark", "decoding", "training", "dispatch")
 SUMMARY = "summary.json"
 # The version of summary.json's fields, its `schema` key: raised when a field changes meaning or
 # goes. Summaries written before it was added have no `schema`: read them as version 1.

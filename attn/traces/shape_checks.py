@@ -56,6 +56,25 @@ def on_scores(*names: str) -> Check:
     return check
 
 
+def passes_over_scores(name: str, per_forward: int) -> Check:
+    """`per_forward` calls of `name` per forward take the [batch, heads, seq_q, seq_k] scores as
+    input: each reads a score matrix and writes one. Observed: the count and those bytes."""
+
+    def check(ev: Evidence) -> tuple[bool | None, str]:
+        found = score_matrix_bytes(ev)
+        if found is None or not ev.forwards:
+            return None, NO_SHAPES
+        size, what = found
+        dims = score_shape(ev)[0]
+        calls = sum(d == dims for d in ev.inputs(name)) / len(ev.forwards)
+        return calls == per_forward, (
+            f"{calls:g} {name} per forward on the {what} scores: reads {bytes_text(calls * size)} "
+            f"and writes {bytes_text(calls * size)}"
+        )
+
+    return check
+
+
 def never_on_scores(name: str) -> Check:
     """Ops named `name` run, and none takes the [batch, heads, seq_q, seq_k] scores as input."""
 

@@ -1,9 +1,10 @@
 """The questions of the guess-first boxes, and their answers read from a set's summaries.
 
 A question asks for a count the trace fixes (operators, score matrices held, bytes, whether a
-variant runs at all), never a time: counts do not move with the machine's load. Each kind knows how
-to phrase itself for its variants, how to read the measured answer from their summary.json, and
-what a guess below or above it means. Reads artifacts only; no torch.
+variant runs at all, which backend ran), never a time: counts do not move with the machine's load.
+Each kind knows how to phrase itself for its variants, how to read the measured answer from their
+summary.json (or, for a figure's question, from the set's rows of that figure), and what a guess
+below or above it means. Reads artifacts only; no torch.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attn.traces import markdown as md
+from attn.traces.dispatch import cases_text, short
 from attn.traces.units import DTYPE_BYTES
 
 MIB = 1 << 20
@@ -34,6 +36,7 @@ class Question(NamedTuple):
     under: str  # a guess below the answer (a choice: a wrong one) means this
     over: str
     answer: Callable[[list[dict]], Answer | None]  # from the summaries; None: they cannot say
+    figure: str | None = None  # answered from this figure's rows (<figure>.json), not summaries
 
 
 def _score_matrix_bytes(s: dict) -> int | None:
@@ -265,6 +268,44 @@ QUESTIONS = {
     ),
 }
 
+
+def _unpinned(inputs: str):
+    """The backend the dispatch rows of a kind of input ran, or "it depends" where cases differ."""
+
+    def read(rows: list[dict]) -> Answer | None:
+        by_backend: dict[str, list[dict]] = {}
+        for r in rows:
+            if r.get("inputs") == inputs:
+                by_backend.setdefault(short(r.get("backend")), []).append(r)
+        if not by_backend or "–" in by_backend:  # no case, or one that ran no backend op
+            return None
+        mine = [r for of in by_backend.values() for r in of]
+        seen = "; ".join(
+            f"<code>{md.html(b)}</code> in {md.html(cases_text(mine, of))}"
+            for b, of in by_backend.items()
+        )
+        backends = list(by_backend)
+        return Answer(backends[0] if len(backends) == 1 else DEPENDS, seen)
+
+    return read
+
+
+DEPENDS = "it depends on dtype or head_dim"
+BACKEND_CHOICES = ("flash", "efficient", "cudnn", "math", DEPENDS)
+UNPINNED_MISS = "not what ran here: the evidence says which op ran, and why the others refused"
+FIGURE_QUESTIONS = {
+    "unpinned-mask": Question(
+        1,
+        "With an explicit boolean padding mask and nothing pinned, which backend runs here?",
+        BACKEND_CHOICES, 0, UNPINNED_MISS, UNPINNED_MISS, _unpinned("bool mask"), "dispatch",
+    ),
+    "unpinned-dropout": Question(
+        1,
+        "With <code>dropout_p=0.1</code> and nothing pinned, which backend runs here?",
+        BACKEND_CHOICES, 0, UNPINNED_MISS, UNPINNED_MISS, _unpinned("dropout"), "dispatch",
+    ),
+}  # fmt: skip
+QUESTIONS.update(FIGURE_QUESTIONS)
 
 RIGHT = "right: the trace agrees with your reading of the code"
 

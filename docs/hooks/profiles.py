@@ -57,6 +57,7 @@ from attn.traces import markdown as md
 from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
 from attn.traces.diff import diff_name
 from attn.traces.diff import render_diff as diff_markdown
+from attn.traces.dispatch import dispatch_table
 from attn.traces.figure_tables import (
     benchmark_table,
     decoding_table,
@@ -82,7 +83,9 @@ TABLES = {  # figure -> its data, tabled
     "benchmark": lambda rows: benchmark_table(rows, specs.BENCHMARK_BASELINE),
     "decoding": decoding_table,
     "scaling": lambda rows: scaling_table(rows, specs.REFERENCE),
+    "dispatch": dispatch_table,
 }
+OPEN_TABLES = {"dispatch"}  # shown open under the figure: torch's words are the point
 
 
 class Page(NamedTuple):
@@ -325,7 +328,9 @@ def figure_tab(hw: dict, page: Page, name: str) -> str | None:
         f"<small>{environment_line(hw)}</small>",
         f"![{name} on {md.text(hw['title'])}]({svg}){{ loading=lazy }}",
     ]
-    if name in TABLES:  # closed: long on a phone (the benchmark's, 5 screens), the figure first
+    if name in OPEN_TABLES:  # the table is what the page is about; the figure sums it up
+        text.append(figure_table(hw, name))
+    elif name in TABLES:  # closed: long on a phone (the benchmark's, 5 screens), the figure first
         table = figure_table(hw, name)
         text.append(f'??? abstract "The {name} in numbers"\n\n' + textwrap.indent(table, "    "))
     return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
@@ -539,13 +544,23 @@ def render_guess(page: Page, kind: str, *names: str) -> str:
             f"the guess {kind!r} names {question.variants} variant(s), not {len(names)}"
         )
     page.variants(*names)
-    return per_set(page, " and ".join(f"`{n}`" for n in names), guess_tab, kind, names)
+    what = (
+        f"the {question.figure} figure"
+        if question.figure
+        else " and ".join(f"`{n}`" for n in names)
+    )
+    return per_set(page, what, guess_tab, kind, names)
 
 
 def guess_tab(hw: dict, kind: str, names: tuple[str, ...]) -> str | None:
     """The question's box on one set, if every variant it names has a summary there."""
     question = QUESTIONS[kind]
-    found = [hw["summaries"].get(n) for n in names]
+    if question.figure:  # answered from the set's rows of that figure, where it has them
+        if question.figure not in hw["manifest"].get("figures", []):
+            return None
+        found = read_json(hw["folder"] / f"{question.figure}.json", list)
+    else:
+        found = [hw["summaries"].get(n) for n in names]
     answer = None if None in found else question.answer(found)
     key = f"guess-{hw['slug']}-{kind}-{'-'.join(names)}"
     return answer and form(question, list(names), answer, key)

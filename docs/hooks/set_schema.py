@@ -259,11 +259,21 @@ ROW = {
     "kind": string(r"[a-z_]+", "a row's kind (ceiling, probe, step)", 40),
     "peaks": optional(PEAKS), "peak": optional(NAME), "path": optional(NAME),
 }  # fmt: skip
+BACKEND = string(r"sdpa_[a-z]+", "an SDPA implementation's name (sdpa_ and its backend)", 40)
+DISPATCH = {  # one case of the dispatch sweep (attn.profiling.dispatch)
+    "dtype": DTYPE, "head_dim": COUNT, "batch": optional(COUNT), "heads": optional(COUNT),
+    "seq": optional(COUNT), "inputs": TEXT, "ops": items(TEXT), "backend": optional(BACKEND),
+    "error": optional(TEXT),
+    "refused": mapping(string(r"[a-z]+", "a backend (math, flash, ...)", 40), optional(items(TEXT))),
+}  # fmt: skip
 FIGURES = {
     "benchmark": items(fields(ROW, ("variant", "seq", "head_dim", "is_causal", "time_us"))),
     "decoding": items(fields(ROW, ("kind",))),
     "scaling": items(fields(ROW, ("variant", "seq"))),
     "training": items(fields(ROW, ("variant", "seq"))),
+    "dispatch": items(
+        fields(DISPATCH, ("dtype", "head_dim", "inputs", "ops", "backend", "refused"))
+    ),
 }
 
 REPOSITORY = string(r"https://github\.com/[\w.-]+/[\w.-]+", "a GitHub repository's address", 200)
