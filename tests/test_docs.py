@@ -150,7 +150,7 @@ def test_every_marker_names_a_known_variant_claim_or_figure():
             if kind == "profile-figure":
                 assert names and set(names) <= set(layout.FIGURES), f"{path}: {m[0]}"
                 continue
-            if kind in ("profile-env", "profile-glance", "profile-chapters"):
+            if kind in ("profile-env", "profile-glance", "profile-chapters", "profile-install"):
                 assert not names, f"{path.name}: {m[0]} takes no arguments"
                 continue
             if kind == "profile-excerpt":  # PATH:SECTION of a file sources.py publishes whole

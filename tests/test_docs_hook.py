@@ -237,11 +237,35 @@ def test_an_excerpt_is_a_titled_include_and_a_note_linking_the_whole_file(profil
     assert '```python title="attn/inplace.py (the forward, excerpt)" hl_lines="7"\n' in out
     assert "[`attn/inplace.py`](../attn/inplace.py)" in out  # relative to the page
     cpp = expand(
-        "<!-- profile-excerpt: csrc/cpu/flash_attention_cpu.cpp:core -->", "x.md", profiles
+        "<!-- profile-excerpt: csrc/cpu/flash_attention_cpu.cpp:kv-loop -->", "x.md", profiles
     )
     assert cpp.startswith('\n```cpp title="csrc/cpu/flash_attention_cpu.cpp (excerpt)"\n')
     tab = expand('    <!-- profile-excerpt: attn/decode.py:repeat "x" -->', "x.md", profiles)
     assert '\n    --8<-- "attn/decode.py:repeat"\n    ```\n\n    <small' in tab  # indented
+
+
+def test_a_long_excerpt_shows_closed_with_its_length_in_its_title(profiles):
+    """Over LONG lines (a kernel's core: screens of code on a phone), the section is a click away."""
+    from excerpts import LONG, section_length
+
+    path = "csrc/cpu/flash_attention_cpu.cpp"
+    lines = section_length((ROOT / path).read_text(encoding="utf-8"), "core")
+    assert lines > LONG >= section_length((ROOT / path).read_text(encoding="utf-8"), "kv-loop")
+    out = expand(f'<!-- profile-excerpt: {path}:core "the core" -->', "x.md", profiles)
+    assert out.startswith(
+        f'\n??? example "{path} (the core, excerpt, {lines} lines)"\n\n    ```cpp'
+    )
+    assert f'\n    --8<-- "{path}:core"\n    ```\n\n    <small class="attn-excerpt">' in out
+
+
+def test_a_section_counts_the_lines_snippets_includes():
+    from excerpts import section_length
+
+    text = (
+        "a\n# --8<-- [start:x]\nb\n# --8<-- [start:y]\nc\n# --8<-- [end:y]\nd\n# --8<-- [end:x]\ne"
+    )
+    assert section_length(text, "x") == 3  # b, c, d: the inner markers are left out
+    assert section_length(text, "y") == 1
 
 
 def test_an_excerpt_holds_the_files_own_lines_once_snippets_has_run(profiles):
@@ -833,7 +857,8 @@ def test_public_marker_shows_source_findings_picture_and_claims(profiles):
     assert "(profiles/public/tracelens-h100-bert-small-sdpa-flash/viewer.png)" in out
     raw = "https://github.com/AMD-AGI/TraceLens/raw/"  # the trace, downloaded from its source
     assert re.search(rf"Download: \[gaunernst_bert-small-uncased__1016001\.json\.gz\]\({raw}", out)
-    assert "{ loading=lazy data-focus=0." in out  # a phone's note says if the box is off-screen
+    # a phone opens the screenshot at the event it boxes
+    assert re.search(r'\{ loading=lazy data-mark="0\.\d{3} 0\.\d{3}" \}', out)
     for claim in specs.public("tracelens-h100-bert-small-sdpa-flash").claims:
         assert hook.md.prose(claim.text) in out
     assert "✓ **holds:**" in out
@@ -1108,3 +1133,54 @@ def test_the_context_parallel_chapter_renders_where_no_set_ran_the_ring(profiles
     out = expand(page, "context-parallel.md", profiles)
     assert out.count('"Not profiled yet"') == 2 + 5 + 2  # its variants, guesses and checks
     assert "Not checked yet" in out  # every claim waits for a run
+
+
+def test_every_picture_gets_its_width_and_height_from_its_file(profiles):
+    """PNG headers, SVG sizes in pt (matplotlib's), data: URLs; a picture it cannot read is left."""
+    import base64
+
+    from image_sizes import with_sizes
+
+    png = next(profiles.glob("*/naive/viewer.png")).read_bytes()
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="518.4pt" height="223.2pt"></svg>'
+    files = {"profiles/a/viewer.png": png, "profiles/a/t.svg": svg}
+    inline = "data:image/svg+xml;base64," + base64.b64encode(svg).decode()
+    page = (
+        '<img src="../profiles/a/viewer.png" alt="x"><img src="../profiles/a/t.svg" />'
+        f'<img src="{inline}"><img src="../profiles/a/gone.png"><img src="x.png" width="3" height="4">'
+    )
+    out = with_sizes(page, "naive/", files.get)
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert f'<img src="../profiles/a/viewer.png" alt="x" width="{width}" height="{height}">' in out
+    assert '<img src="../profiles/a/t.svg" width="691" height="298"/>' in out  # pt -> px
+    assert f'<img src="{inline}" width="691" height="298">' in out
+    assert '<img src="../profiles/a/gone.png">' in out  # nothing to read: left as it was
+    assert '<img src="x.png" width="3" height="4">' in out
+
+
+def test_the_install_line_offers_the_sites_wheel_and_a_checkout_only_where_linked(profiles):
+    from sources import wheel_name
+
+    wheel = wheel_name(ROOT)
+    assert re.fullmatch(r"attention_profiled-[\w.]+-py3-none-any\.whl", wheel)
+    bare = expand("<!-- profile-install -->", "custom-kernels.md", profiles)
+    assert f'<a href="../dist/{wheel}" download>`{wheel}`</a>' in bare  # from custom-kernels/
+    assert "this build of the site links none" in bare
+    linked = expand(
+        "<!-- profile-install -->", "index.md", profiles, {"repo_url": "https://example.org/r"}
+    )
+    assert f'<a href="dist/{wheel}" download>' in linked
+    assert "[the repository](https://example.org/r)" in linked
+
+
+def test_a_timeline_marks_the_event_it_labels_for_its_chapter():
+    from profile_text import timeline_mark
+
+    svg = (
+        b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 500 100">'
+        b'<text x="100">aten::bmm</text><text x="300">masked\xe2\x80\xa6</text></svg>'
+    )
+    left, right = map(float, re.findall(r"[\d.]+", timeline_mark(svg, "aten::masked_fill")))
+    assert left < 0.6 < right  # the cut label, around its middle at 300 of 500
+    assert timeline_mark(svg, "aten::clone") == ""  # not on this timeline: no mark
+    assert timeline_mark(b'<svg xmlns="http://www.w3.org/2000/svg"/>', "aten::bmm") == ""

@@ -306,6 +306,7 @@ ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratc
   std::fill(m, m + rows, -kInf);  // running max per row
   std::fill(l, l + rows, 0.f);    // running sum of exp per row
 
+  // --8<-- [start:kv-loop]
   for (int64_t j0 = 0; j0 < kv_end; j0 += kBlockKV) {
     const int64_t cols = std::min(kBlockKV, kv_end - j0);
 
@@ -330,6 +331,7 @@ ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratc
     // acc += P @ V_tile: [rows, cols] x [cols, d]; the first KV tile overwrites acc.
     tile_accumulate(p, w, probs, v, rows, j0, cols, acc);
   }
+  // --8<-- [end:kv-loop]
 
   // Softmax denominator, applied once at the end instead of on every tile.
   for (int64_t r = 0; r < rows; ++r) {

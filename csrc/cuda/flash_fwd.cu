@@ -266,6 +266,7 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(const FlashParams p
       }
     }
 
+    // --8<-- [start:pv]
     // O += P V. P's C-layout registers are already A fragments once packed to 16 bits: keys
     // 16j..16j+15 are score tiles 2j (a0, a1) and 2j+1 (a2, a3). No trip through shared memory.
 #pragma unroll
@@ -286,6 +287,7 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(const FlashParams p
         Mma<T>::run(acc[n + 1], a, b[2], b[3]);
       }
     }
+    // --8<-- [end:pv]
     __syncthreads();  // all warps are done with this buffer before iteration t+1 refills it
   }
   // --8<-- [end:core]

@@ -2,7 +2,8 @@
 
 `<!-- profile-excerpt: attn/naive.py:forward "the forward" -->` becomes the fence titled
 "attn/naive.py (the forward, excerpt)" around the pymdownx.snippets line of that section, then one
-note that links the whole file. Snippets is a Markdown extension, so it runs after this hook and puts
+note that links the whole file; a section longer than LONG lines shows in a closed block titled so.
+Snippets is a Markdown extension, so it runs after this hook and puts
 the file's own lines in the fence; sources.py publishes the file the note links. Fence options may
 follow the title, e.g. `hl_lines="7"`. A file no spec publishes, or a section the file does not mark
 with `--8<-- [start:NAME]` and `--8<-- [end:NAME]`, fails the build.
@@ -11,6 +12,7 @@ with `--8<-- [start:NAME]` and `--8<-- [end:NAME]`, fails the build.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +26,9 @@ LANGUAGES = {
     ".yml": "yaml",
 }  # a file's suffix -> its fence
 OPTION = re.compile(r'(\w+)=([^"]*)')  # hl_lines="7", its quotes taken off as the marker is read
+# An excerpt longer than this many lines shows closed (about two phone screens, wrapped): the page
+# shows the few lines it discusses beside it, as an excerpt of their own.
+LONG = 40
 SECTION = re.compile(r"-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:[ \t]*([a-z][-\w]*)[ \t]*\]", re.I)
 
 
@@ -32,12 +37,16 @@ def excerpt(target: str, words: tuple[str, ...], link: Callable[[str], str]) -> 
     what the marker gets wrong."""
     path, _, section = target.partition(":")
     title, options = title_and_options(words)
-    check(path, section)
+    lines = check(path, section)
     info = [LANGUAGES[Path(path).suffix], f'title="{path} ({title}excerpt)"', *options]
-    return (
+    text = (
         f'```{" ".join(info)}\n--8<-- "{path}:{section}"\n```\n\n'
         f'<small class="attn-excerpt">An excerpt. The whole file: [`{path}`]({link(path)}).</small>\n'
     )
+    if lines > LONG:  # closed: open, it would be screens of code on a phone
+        summary = f"{path} ({title}excerpt, {lines} lines)"
+        return f'??? example "{summary}"\n\n' + textwrap.indent(text, "    ")
+    return text
 
 
 def title_and_options(words: tuple[str, ...]) -> tuple[str, list[str]]:
@@ -53,8 +62,9 @@ def title_and_options(words: tuple[str, ...]) -> tuple[str, list[str]]:
     return "".join(f"{t}, " for t in titles), [f'{o[1]}="{o[2]}"' for o in options if o]
 
 
-def check(path: str, section: str) -> None:
-    """ValueError unless the file is published whole and marks the section."""
+def check(path: str, section: str) -> int:
+    """The section's length in lines; ValueError unless the file is published whole and marks
+    the section."""
     if not section:
         raise ValueError(f"{path!r} names no section: write PATH:SECTION")
     if Path(path).suffix not in LANGUAGES:
@@ -68,9 +78,26 @@ def check(path: str, section: str) -> None:
             f"{path} is not published, so the note cannot link it: name it in the example or the "
             "sources of a spec in attn/specs.py"
         )
-    marks = SECTION.findall((ROOT / path).read_text(encoding="utf-8"))
+    text = (ROOT / path).read_text(encoding="utf-8")
+    marks = SECTION.findall(text)
     names = [name for edge, name in marks if edge.lower() == "start"]
     ends = {name for edge, name in marks if edge.lower() == "end"}
     if section not in names or section not in ends:
         known = ", ".join(n for n in names if n in ends) or "none"
         raise ValueError(f"{path} has no section {section!r}; its sections: {known}")
+    return section_length(text, section)
+
+
+def section_length(text: str, section: str) -> int:
+    """How many lines snippets includes for the section: those between its first start and the
+    end after it, less the lines that mark sections (snippets leaves those out)."""
+    inside, count = False, 0
+    for line in text.splitlines():
+        m = SECTION.search(line)
+        if m and m[2] == section and m[1].lower() == ("end" if inside else "start"):
+            if inside:
+                break
+            inside = True
+        elif inside and not m:
+            count += 1
+    return count

@@ -9,6 +9,7 @@ attn.traces.markdown.
 from __future__ import annotations
 
 import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -17,6 +18,8 @@ from attn.traces import intervals, layout, step_times
 from attn.traces import markdown as md
 from attn.traces.backward import as_forward
 from attn.traces.figure_tables import profiled_cell, ratio_cell, table_head, table_row, timed_cell
+from attn.traces.svg import text_width
+from attn.traces.timeline import short_name
 from attn.traces.units import bytes_text, count_text, time_text
 
 VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
@@ -163,10 +166,36 @@ def unavailable_note(hw: dict, summary: dict) -> str:
     return f'!!! note "Not available on {md.label(hw["title"])}"\n\n    {md.prose(reason)}'
 
 
+def mark(left: float, right: float) -> str:
+    """The image attribute that scrolls a phone to a part of a picture (narrow-screens.js): its
+    left and right edges as fractions of the picture's width."""
+    return f' data-mark="{left:.3f} {right:.3f}"'
+
+
 def focus(viewer: dict | None) -> str:
-    """The image attribute that scrolls a phone to the event a screenshot marks, if it marks one."""
-    mark = (viewer or {}).get("mark")
-    return f" data-focus={(mark['left'] + mark['right']) / 2:.3f}" if mark else ""
+    """The mark of the event a screenshot boxes in red, if it boxes one."""
+    box = (viewer or {}).get("mark")
+    return mark(box["left"], box["right"]) if box else ""
+
+
+def timeline_mark(svg: bytes, name: str | None) -> str:
+    """The mark of the event a timeline labels for its chapter (the one its screenshot selects),
+    found by its label: the name, its short form, or the short form cut to fit ('masked…')."""
+    if not name:
+        return ""
+    root = ElementTree.fromstring(svg)  # a set's SVG is checked (set_svg.py) before it is shown
+    short = short_name(name)
+    try:
+        width = float((root.get("viewBox") or "").replace(",", " ").split()[2])
+        for text in root.iter("{http://www.w3.org/2000/svg}text"):
+            label = (text.text or "").strip()
+            cut = label.endswith("…") and len(label) > 1 and short.startswith(label[:-1])
+            if label in (name, short) or cut:
+                x, half = float(text.get("x", "")), text_width(label) / 2
+                return mark(max(0.0, (x - half) / width), min(1.0, (x + half) / width))
+    except (IndexError, ValueError, ZeroDivisionError):  # no viewBox, or a label with no place
+        pass
+    return ""
 
 
 def viewer_image(summary: dict, where: str, shown: str, src: str) -> str:

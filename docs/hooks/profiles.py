@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from excerpts import excerpt
 from guesses import QUESTIONS, form
+from image_sizes import with_sizes
 from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
 from profile_sets import BrokenSet, artifact_files, hardware_sets, load_public, read_json
@@ -41,15 +42,18 @@ from profile_text import (
     focus,
     glance_text,
     kernel_list,
+    mark,
     run_line,
     speedup_tab,
     step_rows,
+    timeline_mark,
     trace_buttons,
     unavailable_note,
     unchecked_note,
     viewer_image,
 )
 from rank_text import ranks_text
+from sources import wheel_name
 
 from attn import specs
 from attn.traces import layout, peaks_figure
@@ -79,6 +83,9 @@ SNIPPET = re.compile(r"^[ \t]*;*-+8<-+.*$", re.M)
 MADE_BY = {
     "benchmark": "benchmark"
 }  # the nox session that writes a figure, if not profile_examples
+# figure -> the part a phone scrolls to (fractions of its width): the largest sequence lengths,
+# where the curves part. A figure not named here opens at its left edge, its axis's labels.
+FIGURE_MARKS = {"scaling": (0.6, 1.0), "training": (0.6, 1.0)}
 TABLES = {  # figure -> its data, tabled
     "benchmark": lambda rows: benchmark_table(rows, specs.BENCHMARK_BASELINE),
     "decoding": decoding_table,
@@ -166,7 +173,9 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
         text.append(viewer_image(summary, where, shown, url(layout.VIEWER)))
     if layout.TIMELINE in files:
         alt = f"Timeline of one profiled forward of {md.text(where)}"
-        text.append(f"![{alt}]({url(layout.TIMELINE)}){{ loading=lazy }}")
+        svg = (hw["folder"] / name / layout.TIMELINE).read_bytes()
+        at = timeline_mark(svg, (summary.get("viewer") or {}).get("selected"))
+        text.append(f"![{alt}]({url(layout.TIMELINE)}){{ loading=lazy{at} }}")
     if layout.TRACE in files:
         text.append(trace_buttons(url(layout.TRACE), where, shown))
     if kernels := summary.get("kernels"):
@@ -326,7 +335,8 @@ def figure_tab(hw: dict, page: Page, name: str) -> str | None:
     svg, data = (page.link(f"profiles/{hw['slug']}/{name}.{ext}") for ext in ("svg", "json"))
     text = [
         f"<small>{environment_line(hw)}</small>",
-        f"![{name} on {md.text(hw['title'])}]({svg}){{ loading=lazy }}",
+        f"![{name} on {md.text(hw['title'])}]({svg}){{ loading=lazy"
+        f"{mark(*FIGURE_MARKS[name]) if name in FIGURE_MARKS else ''} }}",
     ]
     if name in OPEN_TABLES:  # the table is what the page is about; the figure sums it up
         text.append(figure_table(hw, name))
@@ -576,6 +586,29 @@ def render_excerpt(page: Page, target: str, *words: str) -> str:
         raise page.error(f"<!-- profile-excerpt: {target} -->: {e}") from None
 
 
+def render_install(page: Page) -> str:
+    """`<!-- profile-install -->`: how to install the package from what this site offers: the wheel
+    it publishes (sources.py), and a checkout of the repository, linked where the site has one."""
+    root = Path(__file__).resolve().parents[2]
+    wheel = wheel_name(root)
+    # A raw link: the wheel is written after the pages, so MkDocs would not find it to check.
+    here = page.src_uri.removesuffix(".md")
+    if not page.config.get("use_directory_urls", True) or posixpath.basename(here) == "index":
+        here = posixpath.dirname(here)
+    href = posixpath.relpath(f"dist/{wheel}", here or ".")
+    repo = page.config.get("repo_url")
+    where = (
+        f"[the repository]({repo})"
+        if repo
+        else "the repository (this build of the site links none)"
+    )
+    return (
+        "This site publishes the package as a wheel, the kernels' sources in it: download "
+        f'<a href="{href}" download>{md.code(wheel)}</a>, then `pip install {wheel}`. In a '
+        f"checkout of {where}, `pip install -e .` installs it too.\n"
+    )
+
+
 RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more; its renderer)
     "profile": (1, render_variant),
     "profile-check": (1, render_check),
@@ -592,6 +625,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-public": (1, render_public),
     "profile-guess": (None, render_guess),
     "profile-excerpt": (None, render_excerpt),
+    "profile-install": (0, render_install),
 }
 
 
@@ -639,6 +673,16 @@ def on_files(files, config):
 
 def on_page_markdown(markdown, page, config, files):
     return expand(markdown, page.file.src_uri, profiles_root(config), config)
+
+
+def on_page_content(html, page, config, files):
+    """Every picture with its width and height (image_sizes.py): the page keeps their room."""
+
+    def read(path: str) -> bytes | None:
+        file = files.get_file_from_path(path)
+        return None if file is None else file.content_bytes
+
+    return with_sizes(html, page.url, read)
 
 
 def on_post_build(config):

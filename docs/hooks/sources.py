@@ -106,6 +106,19 @@ def recipe_zips(root: Path) -> dict[str, list[str]]:
     return {s.removesuffix(".py") + ".zip": files for s, files in found.items() if files}
 
 
+def wheel_name(root: Path) -> str:
+    """The file name of the package's wheel in site/dist/, from pyproject.toml's name and version
+    (as pip names a pure-Python wheel)."""
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    project = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    fields = dict(
+        re.findall(r'^(name|version)\s*=\s*"([^"]+)"', project[1] if project else "", re.M)
+    )
+    if set(fields) != {"name", "version"}:
+        raise ValueError(f"{root / 'pyproject.toml'}: no name and version under [project]")
+    return f"{re.sub(r'[-_.]+', '_', fields['name'])}-{fields['version']}-py3-none-any.whl"
+
+
 def on_files(files, config):
     root = Path(config.config_file_path).resolve().parent
     for uri in published_paths(root, Path(config["docs_dir"])):
