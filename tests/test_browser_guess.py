@@ -57,6 +57,23 @@ def answer_values(kind: str, summaries: list[dict]) -> list[str]:
     raise AssertionError(f"a guess of a kind this test does not know: {kind!r}")
 
 
+UNPINNED = {"unpinned-mask": "bool mask", "unpinned-dropout": "dropout"}
+
+
+def dispatch_values(kind: str, slug: str) -> list[str]:
+    """A question answered from the dispatch figure: which backend ran each case of its inputs,
+    as the answer prints it ("flash in every case (8)")."""
+    from attn.traces.dispatch import cases_text, short
+
+    path = ROOT / "profiles" / slug / "dispatch.json"
+    if kind not in UNPINNED or not path.is_file():
+        return []
+    rows = [r for r in json.loads(path.read_text()) if r.get("inputs") == UNPINNED[kind]]
+    backends = {short(r.get("backend")) for r in rows}
+    return [f"{b} in {cases_text(rows, [r for r in rows if short(r.get('backend')) == b])}"
+            for b in sorted(backends)]  # fmt: skip
+
+
 def printed_values(summaries: list[dict]) -> list[str]:
     """What an example prints of the same counts (a page may quote its output)."""
     ranks = summaries[0].get("ranks") or []
@@ -75,6 +92,10 @@ class Question:
         self.observed: set[str] = set()
         self.printed: set[str] = set()
         for slug in SETS:
+            if kind in UNPINNED:  # answered from the set's figure, not its variants' summaries
+                if values := dispatch_values(kind, slug):  # a set made before the figure has none
+                    self.values[slug] = values
+                continue
             paths = [ROOT / "profiles" / slug / n / "summary.json" for n in names]
             if not all(p.is_file() for p in paths):
                 continue

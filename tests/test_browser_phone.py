@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_browser import (  # noqa: F401  (browser and site_url are fixtures)
+    OPEN_EVIDENCE,
     PHONE,
     SMALL_SVG_TEXT,
     browser,
@@ -73,6 +74,7 @@ def open_page(context, url: str):
     page.evaluate(
         "document.querySelectorAll('img[loading=lazy]').forEach((i) => { i.loading = 'eager'; })"
     )
+    page.evaluate(OPEN_EVIDENCE)  # guess first: what a question measured shows once skipped
     page.wait_for_load_state("networkidle")
     page.evaluate(OPEN_ALL_BUT_WIDE)
     return page
