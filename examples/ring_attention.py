@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import shutil
 import socket
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -121,16 +122,25 @@ def run_rank(args: argparse.Namespace, env: dict | None = None) -> None:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))  # NCCL: one GPU per rank
     elif "OMP_NUM_THREADS" not in os.environ:  # the ranks share this machine's cores
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    code = 0
     try:
         backend = "nccl" if on_gpu else "gloo"
         dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout))
         profile_rank(args, rank, world, on_gpu)
     except Exception as e:
         reason = (str(e).strip().splitlines() or [""])[0]
-        raise SystemExit(f"rank {rank}: {type(e).__name__}: {reason}") from None
+        print(f"rank {rank}: {type(e).__name__}: {reason}", file=sys.stderr)
+        code = 1
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+    # A gloo worker thread may still be freeing the tensors of the last collective, which takes
+    # the GIL: if Python is shutting down by then, the rank aborts (SIGABRT, "terminate called
+    # without an active exception"), in some runs and not others. Everything is written and
+    # flushed: end the process without Python's shutdown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def profile_rank(args: argparse.Namespace, rank: int, world: int, on_gpu: bool) -> None:
