@@ -106,10 +106,16 @@ def profiled(block: dict, key: str = "cpu_time_us") -> dict | None:
     mean = block.get(key)
     if not mean:
         return None
-    times = [r[key] for r in block.get("ranges") or [] if r.get(key)]
-    low, high = (min(times), max(times)) if len(times) > 1 else (mean, mean)
+    return spread_of(mean, [r[key] for r in block.get("ranges") or [] if r.get(key)])
+
+
+def spread_of(mean: float, times: list[float]) -> dict:
+    """A mean as ratio() reads a row: the least and most of the times it came from as its interval,
+    or the mean alone where fewer than two were kept."""
+    spread = len(times) > 1
+    low, high = (min(times), max(times)) if spread else (mean, mean)
     return {"median_us": mean, "low_us": min(low, mean), "high_us": max(high, mean),
-            "repeats": max(len(times), 1), "spread": len(times) > 1}  # fmt: skip
+            "repeats": max(len(times), 1), "spread": spread}  # fmt: skip
 
 
 def profiled_text(t: dict, digits: int = 2) -> str:

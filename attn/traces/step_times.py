@@ -38,11 +38,7 @@ def step_rows(summaries: dict[str, dict], timed: dict[str, dict]) -> list[dict]:
             for f, b in zip(s.get("ranges") or [], back.get("ranges") or [], strict=False)
             if f.get("cpu_time_us") and b.get("cpu_time_us")
         ]
-        mean = fwd["median_us"] + bwd["median_us"]
-        spread = len(sums) > 1 and fwd["spread"] and bwd["spread"]
-        low, high = (min(sums), max(sums)) if spread else (mean, mean)
-        profiled = {"median_us": mean, "low_us": min(low, mean), "high_us": max(high, mean),
-                    "repeats": max(len(sums), 1), "spread": spread}  # fmt: skip
+        profiled = intervals.spread_of(fwd["median_us"] + bwd["median_us"], sums)
         rows.append({"variant": name, "profiled": profiled, "timed": timed[name]})
     return rows
 
