@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from attn.inductor import KERNEL_ROWS, RECOMPILE_LIMIT, inductor_problem
+from attn.inductor import KERNEL_ROWS, inductor_problem, recompile_budget
 from attn.naive import NaiveAttention
 
 
@@ -53,8 +53,7 @@ def compile_attention(module: nn.Module) -> nn.Module:
         module,
         fullgraph=True,
         dynamic=False,
-        isolate_recompiles=True,
-        recompile_limit=RECOMPILE_LIMIT,
+        **recompile_budget(),  # its own budget, not shared with other compiled modules
         options=KERNEL_ROWS,
     )
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
 
-from attn.inductor import KERNEL_ROWS, RECOMPILE_LIMIT, inductor_problem
+from attn.inductor import KERNEL_ROWS, inductor_problem, recompile_budget
 
 WINDOW = 256  # keys a query sees in flex_sliding_window (itself and the 255 before it)
 
@@ -120,8 +120,7 @@ class FlexAttention(nn.Module):
                 # Static shapes: with dynamic ones, torch 2.13's CPU template fails to compile a
                 # mask_mod that indexes a tensor (same_document), once a second shape was seen.
                 dynamic=False,
-                isolate_recompiles=True,  # its own budget, not shared with other FlexAttentions
-                recompile_limit=RECOMPILE_LIMIT,
+                **recompile_budget(),  # its own budget, not shared with other compiled modules
                 options=KERNEL_ROWS,
             )
         block_mask = self.block_mask(is_causal, q.shape[-2], k.shape[-2], q.device)

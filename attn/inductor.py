@@ -49,6 +49,22 @@ def spaceless_temp_dir() -> str | None:
 compiler_safe_cache()
 
 
+def recompile_budget() -> dict:
+    """torch.compile's arguments for a recompile budget of the module's own, as far as this torch has
+    them. Torch 2.13 takes isolate_recompiles and recompile_limit; an older one (2.11) has only the
+    process-wide limit, which is raised to the same number instead."""
+    import inspect
+
+    accepted = inspect.signature(torch.compile).parameters
+    budget = {"isolate_recompiles": True, "recompile_limit": RECOMPILE_LIMIT}
+    if all(name in accepted for name in budget):
+        return budget
+    config = torch._dynamo.config
+    if getattr(config, "recompile_limit", RECOMPILE_LIMIT) < RECOMPILE_LIMIT:
+        config.recompile_limit = RECOMPILE_LIMIT
+    return {name: value for name, value in budget.items() if name in accepted}
+
+
 def inductor_problem(device: torch.device | str, what: str = "the compiled variants") -> str | None:
     """Why Inductor cannot generate code for this device here, or None."""
     device = torch.device(device)

@@ -325,3 +325,22 @@ def test_attention_backward_is_the_gradient_of_attention(seq_q, seq_k, is_causal
     ours = custom_ops.attention_backward(q, k, v, grad_out, is_causal=is_causal, scale=0.3)
     for name, mine, theirs in zip("qkv", ours, leaves, strict=True):
         torch.testing.assert_close(mine, theirs.grad, atol=1e-12, rtol=1e-10, msg=f"d{name}")
+
+
+def test_sources_build_as_cpp17():
+    """torch before 2.13 builds extensions as C++17 (a GPU machine's torch 2.11 found
+    atomic<double>::fetch_add, a C++20 member): every C++ source must compile as C++17 too."""
+    from torch.utils.cpp_extension import include_paths
+
+    compiler = shutil.which(os.environ.get("CXX", "g++"))
+    if compiler is None:
+        pytest.skip("no C++ compiler on PATH")
+    includes = [f"-I{path}" for path in [*include_paths(), str(custom_ops.CSRC)]]
+    for source in custom_ops.sources(custom_ops.CPU_LIBRARY):
+        done = subprocess.run(
+            [compiler, "-std=c++17", "-fopenmp", "-fsyntax-only", "-w", *includes, str(source)],
+            capture_output=True,
+            text=True,
+        )
+        errors = [line for line in done.stderr.splitlines() if "error" in line]
+        assert done.returncode == 0, f"{source.name} is not C++17: {errors[:3]}"

@@ -61,3 +61,24 @@ def test_a_home_folder_with_a_space_compiles(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "torch.Size([1, 2, 16, 8])"
+
+
+def test_recompile_budget_on_a_torch_without_its_arguments(monkeypatch):
+    """Torch 2.11's torch.compile has no isolate_recompiles: the budget becomes the process-wide
+    limit instead of an argument it would refuse (as it did on a GPU machine's torch 2.11)."""
+    import torch
+
+    from attn import inductor
+
+    assert inductor.recompile_budget() == {
+        "isolate_recompiles": True,
+        "recompile_limit": inductor.RECOMPILE_LIMIT,
+    }
+
+    def older_compile(model=None, *, fullgraph=False, dynamic=None, options=None):
+        return model
+
+    monkeypatch.setattr(torch, "compile", older_compile)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    assert inductor.recompile_budget() == {}
+    assert torch._dynamo.config.recompile_limit == inductor.RECOMPILE_LIMIT

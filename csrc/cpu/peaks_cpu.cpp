@@ -154,7 +154,12 @@ double summed_rate(int64_t shares, const Work& work) {
     const double start = thread_seconds();
     double units = 0.0;
     for (int64_t share = begin; share < end; ++share) units += work(share);
-    rate.fetch_add(units / std::max(thread_seconds() - start, 1e-9));
+    // A compare-exchange loop, not fetch_add: atomic<double>::fetch_add is C++20, and torch before
+    // 2.13 builds extensions as C++17.
+    const double mine = units / std::max(thread_seconds() - start, 1e-9);
+    double seen = rate.load();
+    while (!rate.compare_exchange_weak(seen, seen + mine)) {
+    }
   });
   return rate.load();
 }
