@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
 # The GPU half of the project in one call, on a machine with an NVIDIA GPU and torch installed:
 #
-#   bash benchmarks/gpu_check.sh OUT_DIR SECONDS [STEP ...]
+#   bash benchmarks/gpu_check.sh OUT_DIR SECONDS [STEP ...] [-- BACKGROUND_STEP ...]
 #
 # Steps (all of them, in this order, when none is named):
 #   env        the GPU, its clocks, nvcc, torch, Triton
 #   standalone the CUDA kernels' own torch-free tests, then under compute-sanitizer memcheck and racecheck
 #   pytest     pytest -m gpu: the CUDA and Triton kernels through torch, forward and backward
 #   profile    nox --no-venv -s profile_examples -- --device cuda: examples, timing pass, sweeps, benchmark
+#              (or its two halves: `examples [VARIANT ...]` as examples:NAME,NAME, and `sweeps`)
 #   ring       ring attention on NCCL beside torch's own context_parallel (benchmarks/context_parallel.py)
-#   diagnose   attn-profile diagnose on every trace the profile step wrote
+#   diagnose   attn-profile diagnose on every trace of the GPU's set
 #   kernels    our CUDA and Triton kernels against SDPA flash, forward and backward (do_bench)
 #
-# Every step runs under what is left of SECONDS (a step that runs out is killed and the next one is
-# skipped, so the call ends in time) and logs to OUT_DIR/logs/<step>.log; a step that fails does not
-# stop the others. At the end: OUT_DIR/steps.txt (a line a step: exit status and seconds),
-# OUT_DIR/logs.tar.gz, and OUT_DIR/profiles.tar.gz (the GPU's profile set, profiles/<gpu>/).
+# Steps after `--` run in the background, beside the others from the start (those that do not need a
+# quiet GPU: the standalone tests and their sanitizers). Every step runs under what is left of
+# SECONDS (a step that runs out is killed and the next one is skipped, so the call ends in time) and
+# logs to OUT_DIR/logs/<step>.log; a step that fails does not stop the others. At the end:
+# OUT_DIR/steps.txt (a line a step: exit status and seconds), OUT_DIR/logs.tar.gz, and
+# OUT_DIR/profiles.tar.gz (the GPU's profile set, profiles/<gpu>/).
 set -u
 out=${1:?usage: gpu_check.sh OUT_DIR SECONDS [STEP ...]}
 budget=${2:?usage: gpu_check.sh OUT_DIR SECONDS [STEP ...]}
 shift 2
-steps=("$@")
+steps=() background=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do steps+=("$1"); shift; done
+[ $# -gt 0 ] && shift && background=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(env standalone pytest profile ring diagnose kernels)
 cd "$(dirname "$0")/.."
 mkdir -p "$out/logs"
@@ -78,8 +83,21 @@ step_profile() {
     run profile 900 nox --no-venv -s profile_examples -- --device cuda
 }
 
+step_examples() {
+    # examples:naive,sdpa_flash runs those two; plain `examples` runs every variant's example.
+    local names=${1:-}
+    run examples 900 python -m attn.profiling example --out profiles --device cuda ${names//,/ }
+}
+
+step_sweeps() {
+    local sweep
+    for sweep in timing_pass scaling decoding training benchmark dispatch; do  # as profile_examples
+        run "$sweep" 600 python -m attn.profiling."$sweep" --out profiles --device cuda
+    done
+}
+
 step_ring() {
-    run ring 240 python benchmarks/context_parallel.py --out profiles
+    run ring 240 python benchmarks/context_parallel.py
 }
 
 step_diagnose() {
@@ -92,9 +110,17 @@ step_kernels() {
     run kernels 300 python benchmarks/gpu_kernels.py --json "$out/logs/kernels.json"
 }
 
-for s in "${steps[@]}"; do
-    "step_$s"
-done
+do_step() {
+    local name=${1%%:*} arg=""
+    [ "$name" != "$1" ] && arg=${1#*:}
+    "step_$name" $arg
+}
+
+if [ ${#background[@]} -gt 0 ]; then
+    (for s in "${background[@]}"; do do_step "$s"; done) &
+fi
+for s in "${steps[@]}"; do do_step "$s"; done
+wait  # the background steps are bounded by the same deadline
 
 # What comes back: the set (traces are scrubbed by analyze) and the logs, one archive each.
 tar -czf "$out/profiles.tar.gz" profiles/nvidia-* 2>/dev/null || echo "no GPU profile set written"
