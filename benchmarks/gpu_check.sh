@@ -8,7 +8,7 @@
 #   standalone the CUDA kernels' own torch-free tests, then under compute-sanitizer memcheck and racecheck
 #   pytest     pytest -m gpu: the CUDA and Triton kernels through torch, forward and backward
 #   profile    nox --no-venv -s profile_examples -- --device cuda: examples, timing pass, sweeps, benchmark
-#              (or its two halves: `examples [VARIANT ...]` as examples:NAME,NAME, and `sweeps`)
+#              (or its two halves: `examples` or examples:NAME,NAME, and `sweeps` or sweeps:NAME,NAME)
 #   ring       ring attention on NCCL beside torch's own context_parallel (benchmarks/context_parallel.py)
 #   diagnose   attn-profile diagnose on every trace of the GPU's set
 #   kernels    our CUDA and Triton kernels against SDPA flash, forward and backward (do_bench)
@@ -90,8 +90,9 @@ step_examples() {
 }
 
 step_sweeps() {
-    local sweep
-    for sweep in timing_pass scaling decoding training benchmark dispatch; do  # as profile_examples
+    # sweeps:timing_pass,benchmark runs those two; plain `sweeps` runs profile_examples' six.
+    local names=${1:-timing_pass,scaling,decoding,training,benchmark,dispatch} sweep
+    for sweep in ${names//,/ }; do
         run "$sweep" 600 python -m attn.profiling."$sweep" --out profiles --device cuda
     done
 }
