@@ -86,7 +86,8 @@ step_profile() {
 step_examples() {
     # examples:naive,sdpa_flash runs those two; plain `examples` runs every variant's example.
     local names=${1:-}
-    run examples 900 python -m attn.profiling example --out profiles --device cuda ${names//,/ }
+    run "examples${names:+-${names//,/-}}" 900 \
+        python -m attn.profiling example --out profiles --device cuda ${names//,/ }
 }
 
 step_sweeps() {
@@ -109,6 +110,12 @@ step_diagnose() {
 
 step_kernels() {
     run kernels 300 python benchmarks/gpu_kernels.py --json "$out/logs/kernels.json"
+    # The standalone programs' own timing mode, where they have one (CUDA events, no torch).
+    local t
+    for t in "$build"/test_flash_*; do
+        [ -x "$t" ] && grep -q -- "--time" "csrc/cuda/$(basename "$t").cu" &&
+            run "time-$(basename "$t")" 60 "$t" --time
+    done
 }
 
 do_step() {
