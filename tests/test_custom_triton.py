@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -258,10 +259,10 @@ def test_interpreted_row_whose_first_block_is_fully_masked(in_interpreter):
 GRAD_FACTOR = 3
 
 
-def _gradients(q, k, v, dout, **kwargs):
-    """triton_flash_attention's output and the gradients of q, k, v autograd gets through it."""
+def _gradients(q, k, v, dout, attention=custom_triton.triton_flash_attention, **kwargs):
+    """attention's output and the gradients of q, k, v autograd gets through it."""
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out = custom_triton.triton_flash_attention(q, k, v, **kwargs)
+    out = attention(q, k, v, **kwargs)
     out.backward(dout)
     return out.detach(), q.grad, k.grad, v.grad
 
@@ -546,6 +547,90 @@ def test_gpu_arbitrary_strides(dtype):
     qkv = torch.randn(2, 300, 3, 4, 128, generator=torch.Generator().manual_seed(4))
     q, k, v = (qkv.to("cuda", dtype)[:, :, i].transpose(1, 2) for i in range(3))
     _assert_close(variant.forward(q, k, v, is_causal=True), q, k, v, is_causal=True)
+
+
+def _gpu_gradients_check(batch, heads, seq_q, seq_k, head_dim, is_causal, dtype):
+    """The variant's gradients on the GPU within GRAD_FACTOR of flash's; the same bits twice."""
+    variant = CustomTritonVariant()
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip(variant.why_unavailable("cuda", dtype))
+    q, k, v = _qkv(batch, heads, seq_q, seq_k, head_dim, dtype, device="cuda", seed=seq_q)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(13)).to("cuda", dtype)
+    ours = _gradients(q, k, v, dout, variant.forward, is_causal=is_causal)
+    _assert_within_sdpa_error(ours, q, k, v, dout, is_causal=is_causal)
+    # No atomics: every gradient element is summed by one program in one order.
+    again = _gradients(q, k, v, dout, variant.forward, is_causal=is_causal)
+    assert all(torch.equal(a, b) for a, b in zip(ours, again, strict=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+def test_gpu_gradients_within_flash_error(is_causal, head_dim):
+    # The training chapter's shape, in the GPUs' dtype: flash rounds P and dS to bf16 as we do.
+    _gpu_gradients_check(2, 8, 1024, 1024, head_dim, is_causal, torch.bfloat16)
+
+
+BACKWARD_GPU_SHAPES = [(127, 127), (257, 129), (129, 257)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize(
+    ("seq_q", "seq_k"), BACKWARD_GPU_SHAPES, ids=[f"{q}x{k}" for q, k in BACKWARD_GPU_SHAPES]
+)
+def test_gpu_gradients_at_odd_lengths(seq_q, seq_k, is_causal):
+    # Lengths no GPU block divides, and unequal: the autotuned blocks' bounds and diagonal.
+    _gpu_gradients_check(1, 3, seq_q, seq_k, 64, is_causal, torch.float16)
+
+
+# ---- the benchmark beside the kernel -----------------------------------------------------------
+
+
+def _benchmark(monkeypatch):
+    """benchmarks/triton_attention.py, imported as a module."""
+    path = Path(custom_triton.__file__).resolve().parents[1] / "benchmarks" / "triton_attention.py"
+    spec = importlib.util.spec_from_file_location("triton_attention_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_parses_its_arguments(monkeypatch):
+    bench = _benchmark(monkeypatch)
+    args = bench.parse_args(["--seq", "1024", "--head-dims", "128", "--rounds", "5"])
+    assert (args.batch, args.heads, args.seq, args.head_dims, args.rounds) == (
+        4,
+        16,
+        1024,
+        [128],
+        5,
+    )
+    assert bench.parse_args([]).head_dims == [64, 128]
+    for bad in (["--head-dims", "96"], ["--seq", "0"]):  # a head_dim the kernel refuses; no tokens
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)
+    # 4 * B * H * Sq * Sk * D, halved under the causal mask
+    assert bench.forward_flops(args, 128, False) == 4 * 4 * 16 * 1024 * 1024 * 128
+    assert bench.forward_flops(args, 128, True) == bench.forward_flops(args, 128, False) / 2
+
+
+def test_benchmark_without_a_gpu_says_why(monkeypatch, capsys):
+    if CustomTritonVariant().why_unavailable("cuda", torch.bfloat16) is None:
+        pytest.skip("custom_triton runs here: test_gpu_benchmark_runs covers it")
+    assert _benchmark(monkeypatch).main(["--seq", "64"]) == 2
+    assert "needs a GPU custom_triton runs on" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_gpu_benchmark_runs(monkeypatch, capsys):
+    bench = _benchmark(monkeypatch)
+    if CustomTritonVariant().why_unavailable("cuda", torch.bfloat16):
+        pytest.skip(CustomTritonVariant().why_unavailable("cuda", torch.bfloat16))
+    assert bench.main(["--batch", "1", "--heads", "2", "--seq", "256", "--rounds", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "sdpa_flash" in line]
+    assert len(rows) == 4  # head_dim 64 and 128, causal and full
 
 
 @needs_triton
