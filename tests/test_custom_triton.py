@@ -271,8 +271,11 @@ def _sdpa_gradients(q, k, v, dout, *, is_causal):
     """The same through SDPA pinned to flash (its CPU kernel here, FlashAttention-2 on a GPU)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    # On a GPU flash refuses is_causal when seq_q != seq_k (FlashAttention-2 aligns the mask
+    # bottom-right); the memory-efficient kernel, top-left as SDPA says, stands in there.
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    with sdpa_kernel(backends if q.is_cuda else SDPBackend.FLASH_ATTENTION):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
     out.backward(dout)
     return out.detach(), q.grad, k.grad, v.grad
