@@ -450,8 +450,11 @@ def _launch(q, k, v, *, is_causal, scale, block_m, block_n, store_lse=False):
     return out, lse
 
 
-def _launch_backward(q, k, v, out, lse, dout, *, is_causal, scale):
-    """dq, dk, dv from the saved forward: the preprocess, then the dK/dV and the dQ kernels."""
+def _launch_backward(q, k, v, out, lse, dout, *, is_causal, scale, blocks=None):
+    """dq, dk, dv from the saved forward: the preprocess, then the dK/dV and the dQ kernels.
+
+    `blocks` pins ((BLOCK_M, BLOCK_N) of dK/dV, (BLOCK_M, BLOCK_N) of dQ); None autotunes on a GPU.
+    """
     batch, heads, seq_q, head_dim = q.shape
     seq_k = k.shape[2]
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -468,8 +471,10 @@ def _launch_backward(q, k, v, out, lse, dout, *, is_causal, scale):
     consts = {"HEAD_DIM": head_dim, "IS_CAUSAL": is_causal}
     dkdv_args = (*inputs, dk, dv, *strides, *dk.stride(), *tail)
     dq_args = (*inputs, dq, *strides, *dq.stride(), *tail)
-    if _INTERPRETED:
-        (m1, n1), (m2, n2) = INTERPRETER_DKDV_BLOCKS, INTERPRETER_BLOCKS
+    if _INTERPRETED and blocks is None:
+        blocks = (INTERPRETER_DKDV_BLOCKS, INTERPRETER_BLOCKS)
+    if blocks is not None:
+        (m1, n1), (m2, n2) = blocks
         _attn_bwd_dkdv[(triton.cdiv(seq_k, n1), batch * heads)](
             *dkdv_args, **consts, BLOCK_M=m1, BLOCK_N=n1
         )

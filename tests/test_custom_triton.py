@@ -358,6 +358,30 @@ def test_interpreted_causal_backward_never_loads_keys_no_query_sees(in_interpret
     _assert_within_sdpa_error(ours, q, k[:, :, :32], v[:, :, :32], dout, is_causal=True)
 
 
+def _gradients_with_blocks(q, k, v, dout, is_causal, blocks):
+    """The forward, then the backward kernels launched with pinned blocks."""
+    out, lse = _forward_with_lse(q, k, v, is_causal)
+    grads = custom_triton._launch_backward(
+        q, k, v, out, lse, dout, is_causal=is_causal, scale=q.shape[-1] ** -0.5, blocks=blocks
+    )
+    return out, *grads
+
+
+# The GPU configs' shapes of the diagonal: dK/dV's key block over 4 query blocks (the 32 x 128
+# config) and dQ's query block over 4 key blocks (128 x 32), and equal blocks (one of each).
+BACKWARD_BLOCKS = [((16, 64), (64, 16)), ((16, 16), (16, 16))]
+
+
+@needs_triton
+@pytest.mark.parametrize("blocks", BACKWARD_BLOCKS, ids=["four-per-diagonal", "one-per-diagonal"])
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+def test_interpreted_backward_block_sizes(in_interpreter, blocks, is_causal):
+    q, k, v = _qkv(1, 2, 70, 50, 32, torch.float16, seed=10)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(11)).half()
+    ours = in_interpreter(_gradients_with_blocks, q, k, v, dout, is_causal, blocks)
+    _assert_within_sdpa_error(ours, q, k, v, dout, is_causal=is_causal)
+
+
 def _forward_with_lse(q, k, v, is_causal):
     return custom_triton._launch(
         q, k, v, is_causal=is_causal, scale=None, block_m=None, block_n=None, store_lse=True
