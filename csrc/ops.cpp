@@ -10,6 +10,15 @@
 TORCH_LIBRARY(attn, m) {
   m.def(
       "flash_attention_forward(Tensor q, Tensor k, Tensor v, bool is_causal, float scale) -> Tensor");
+  // (out, lse): lse is float32 [batch, heads, seq_q], the natural-log log-sum-exp of each query
+  // row's scaled scores, what the backward recomputes the probabilities from.
+  m.def(
+      "flash_attention_forward_lse(Tensor q, Tensor k, Tensor v, bool is_causal, float scale) -> "
+      "(Tensor, Tensor)");
+  // (grad_q, grad_k, grad_v), each of its input's shape and dtype.
+  m.def(
+      "flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, "
+      "Tensor lse, bool is_causal, float scale) -> (Tensor, Tensor, Tensor)");
   // Which copy of the CPU kernel's vector code runs in this process (no tensors: a plain function).
   m.def("cpu_isa() -> str", &attn::cpu_isa);
   // How the CPU kernel multiplies bf16 tiles: the paths this CPU offers, best first, and the one a
