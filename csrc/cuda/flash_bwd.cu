@@ -15,11 +15,11 @@
 // twice (the backward does 5 tile products where the atomic form does 4), as Triton's tutorial
 // accepts for the same reason.
 //
-// Correctness first: the tile products run on CUDA cores in fp32 from shared memory, one output
-// element per thread and loop. What is left for speed, in order of payoff: mma.sync tensor-core
-// products fed by ldmatrix (as flash_fwd.cu does), keeping the tiles in 16 bits in shared memory,
-// cp.async double buffering of the next Q/dO (or K/V) tile, register blocking of the
-// accumulators, and larger tiles (64 x 64 or 128 x 64 on sm_90).
+// Correctness first: the tile products run on CUDA cores in fp32 from shared memory (each thread
+// reuses one shared-memory read for 4 to 16 outputs). What is left for speed, in order of payoff:
+// mma.sync tensor-core products fed by ldmatrix (as flash_fwd.cu does), keeping the tiles in 16
+// bits in shared memory, cp.async double buffering of the next Q/dO (or K/V) tile, larger tiles
+// (64 x 64, or 128 x 64 on sm_90), and on sm_90 wgmma with TMA loads.
 #include "flash_bwd.h"
 
 #include <cuda_bf16.h>
@@ -37,9 +37,11 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int D>
 constexpr int kRow = D + 1;
 constexpr int kPRow = kBlock + 1;
+static_assert(kBlock * kBlock % kThreads == 0 && kThreads % kBlock == 0, "P tile split evenly");
 
 template <int D>
 constexpr int smem_bytes() {
+  static_assert(kThreads % D == 0, "a thread owns one column of the dK, dV, dQ tiles");
   // Q, dO, K, V tiles; P and dS tiles; lse and delta of the query tile.
   return (4 * kBlock * kRow<D> + 2 * kBlock * kPRow + 2 * kBlock) * int(sizeof(float));
 }
@@ -111,26 +113,39 @@ __device__ __forceinline__ void load_row_stats(float* lse_s, float* delta_s, con
 // P = exp(S * scale - lse) and dS = P * (dP - delta) for the tile pair (m0, n0), from the four
 // tiles in shared memory. Zero where the query or key does not exist, or (causal) the key comes
 // after the query: those entries then add nothing to any gradient.
+//
+// Thread (warp w, lane l) computes key j = l for the query rows w, w + 8, w + 16, w + 24: it
+// reads K[j][e] and V[j][e] once for four rows (different banks across the warp thanks to the
+// padding) while Q and dO rows are broadcasts.
 template <int D>
 __device__ __forceinline__ void probs_and_score_grads(const Tiles<D>& t, int m0, int n0,
                                                       const FlashBwdParams& p, float scale_log2) {
-  for (int idx = threadIdx.x; idx < kBlock * kBlock; idx += kThreads) {
-    const int i = idx / kBlock, j = idx % kBlock;  // a warp: one query row, 32 keys
-    const int query = m0 + i, key = n0 + j;
+  constexpr int kRowsPerThread = kBlock * kBlock / kThreads;
+  constexpr int kRowStep = kThreads / kBlock;
+  const int j = threadIdx.x % kBlock, i0 = threadIdx.x / kBlock;
+  const float* kj = t.k + j * kRow<D>;
+  const float* vj = t.v + j * kRow<D>;
+  float s[kRowsPerThread], dp[kRowsPerThread];
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r) s[r] = dp[r] = 0.f;
+#pragma unroll 8
+  for (int e = 0; e < D; ++e) {
+    const float ke = kj[e], ve = vj[e];
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int i = i0 + r * kRowStep;
+      s[r] = fmaf(t.q[i * kRow<D> + e], ke, s[r]);
+      dp[r] = fmaf(t.dout[i * kRow<D> + e], ve, dp[r]);
+    }
+  }
+  const int key = n0 + j;
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r) {
+    const int i = i0 + r * kRowStep, query = m0 + i;
     float pij = 0.f, dsij = 0.f;
     if (query < p.seq_q && key < p.seq_k && !(p.is_causal && key > query)) {
-      const float* qi = t.q + i * kRow<D>;
-      const float* doi = t.dout + i * kRow<D>;
-      const float* kj = t.k + j * kRow<D>;
-      const float* vj = t.v + j * kRow<D>;
-      float s = 0.f, dp = 0.f;
-#pragma unroll 16
-      for (int e = 0; e < D; ++e) {
-        s = fmaf(qi[e], kj[e], s);
-        dp = fmaf(doi[e], vj[e], dp);
-      }
-      pij = exp2f(s * scale_log2 - t.lse[i]);
-      dsij = pij * (dp - t.delta[i]);
+      pij = exp2f(s[r] * scale_log2 - t.lse[i]);
+      dsij = pij * (dp[r] - t.delta[i]);
     }
     t.p[i * kPRow + j] = pij;
     t.ds[i * kPRow + j] = dsij;
@@ -180,9 +195,12 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dkdv_kernel(const FlashBwd
   load_rows<T, D>(t.k, k, p.k_seq_stride, p.seq_k - n0);
   load_rows<T, D>(t.v, v, p.v_seq_stride, p.seq_k - n0);
 
-  // Thread tid accumulates elements tid, tid + kThreads, ... of the [kBlock][D] dK and dV tiles;
-  // a warp's 32 elements share a key row, so P[i][j] is a broadcast and dO[i][e] conflict-free.
+  // Thread tid accumulates column e = tid % D of key rows tid / D, tid / D + kThreads / D, ...
+  // of the [kBlock][D] dK and dV tiles: one read of dO[i][e] and Q[i][e] serves all its rows,
+  // and P[i][j], dS[i][j] are broadcasts (a warp's 32 lanes share j).
   constexpr int kPerThread = kBlock * D / kThreads;
+  constexpr int kJStep = kThreads / D;
+  const int e = threadIdx.x % D, j0 = threadIdx.x / D;
   float dk[kPerThread], dv[kPerThread];
 #pragma unroll
   for (int r = 0; r < kPerThread; ++r) dk[r] = dv[r] = 0.f;
@@ -199,17 +217,15 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dkdv_kernel(const FlashBwd
     __syncthreads();
     probs_and_score_grads<D>(t, m0, n0, p, scale_log2);
     __syncthreads();
+#pragma unroll 4
+    for (int i = 0; i < kBlock; ++i) {
+      const float doe = t.dout[i * kRow<D> + e], qe = t.q[i * kRow<D> + e];
 #pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
-      const int idx = threadIdx.x + r * kThreads;
-      const int j = idx / D, e = idx % D;
-      float a = dv[r], b = dk[r];
-#pragma unroll 8
-      for (int i = 0; i < kBlock; ++i) {
-        a = fmaf(t.p[i * kPRow + j], t.dout[i * kRow<D> + e], a);
-        b = fmaf(t.ds[i * kPRow + j], t.q[i * kRow<D> + e], b);
+      for (int r = 0; r < kPerThread; ++r) {
+        const int j = j0 + r * kJStep;
+        dv[r] = fmaf(t.p[i * kPRow + j], doe, dv[r]);
+        dk[r] = fmaf(t.ds[i * kPRow + j], qe, dk[r]);
       }
-      dv[r] = a, dk[r] = b;
     }
   }
 
@@ -219,8 +235,7 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dkdv_kernel(const FlashBwd
               head * p.grad_v_head_stride;
 #pragma unroll
   for (int r = 0; r < kPerThread; ++r) {
-    const int idx = threadIdx.x + r * kThreads;
-    const int key = n0 + idx / D, e = idx % D;
+    const int key = n0 + j0 + r * kJStep;
     if (key < p.seq_k) {
       grad_k[key * p.grad_k_seq_stride + e] = from_float<T>(dk[r] * p.scale);
       grad_v[key * p.grad_v_seq_stride + e] = from_float<T>(dv[r]);
@@ -248,7 +263,10 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(const FlashBwdPa
   load_rows<T, D>(t.dout, dout, p.grad_out_seq_stride, p.seq_q - m0);
   load_row_stats(t.lse, t.delta, p.lse + stats, p.delta + stats, m0, p.seq_q);
 
+  // As dK/dV: thread tid owns column e = tid % D of query rows tid / D + r * kThreads / D.
   constexpr int kPerThread = kBlock * D / kThreads;
+  constexpr int kIStep = kThreads / D;
+  const int e = threadIdx.x % D, i0 = threadIdx.x / D;
   float dq[kPerThread];
 #pragma unroll
   for (int r = 0; r < kPerThread; ++r) dq[r] = 0.f;
@@ -262,14 +280,13 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(const FlashBwdPa
     __syncthreads();
     probs_and_score_grads<D>(t, m0, n0, p, scale_log2);
     __syncthreads();
+#pragma unroll 4
+    for (int j = 0; j < kBlock; ++j) {
+      const float ke = t.k[j * kRow<D> + e];
 #pragma unroll
-    for (int r = 0; r < kPerThread; ++r) {
-      const int idx = threadIdx.x + r * kThreads;
-      const int i = idx / D, e = idx % D;
-      float a = dq[r];
-#pragma unroll 8
-      for (int j = 0; j < kBlock; ++j) a = fmaf(t.ds[i * kPRow + j], t.k[j * kRow<D> + e], a);
-      dq[r] = a;
+      for (int r = 0; r < kPerThread; ++r) {
+        dq[r] = fmaf(t.ds[(i0 + r * kIStep) * kPRow + j], ke, dq[r]);
+      }
     }
   }
 
@@ -277,8 +294,7 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(const FlashBwdPa
               head * p.grad_q_head_stride;
 #pragma unroll
   for (int r = 0; r < kPerThread; ++r) {
-    const int idx = threadIdx.x + r * kThreads;
-    const int query = m0 + idx / D, e = idx % D;
+    const int query = m0 + i0 + r * kIStep;
     if (query < p.seq_q) grad_q[query * p.grad_q_seq_stride + e] = from_float<T>(dq[r] * p.scale);
   }
 }
