@@ -43,7 +43,8 @@ CPU_SOURCES = (
     "cpu/cpu_features.cpp",
     "cpu/peaks_cpu.cpp",
 )
-CUDA_LIBRARY, CUDA_SOURCES = "attn_ops_cuda", ("cuda/flash_fwd.cu", "cuda/binding.cu")
+CUDA_LIBRARY = "attn_ops_cuda"
+CUDA_SOURCES = ("cuda/flash_fwd.cu", "cuda/flash_bwd.cu", "cuda/binding.cu")
 # at::parallel_for is a header template compiled into our library: without OpenMP flags it runs
 # every item on the calling thread. (Linux builds of torch use OpenMP; macOS's clang has no -fopenmp.)
 OPENMP = ["-fopenmp"] if sys.platform.startswith("linux") else []
