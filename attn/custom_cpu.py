@@ -1,7 +1,7 @@
 """Our own C++ FlashAttention kernel for the CPU, called as one op: attn::flash_attention_forward.
 
-The kernel computes the forward; gradients come from the backward that attn.custom_ops registers
-for the op.
+Where an input requires grad it calls attn::flash_attention_forward_lse instead, whose backward is
+the fused kernel attn::flash_attention_backward (attn.custom_ops.attention picks).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from attn.custom_ops import build_problem, load_ops
+from attn.custom_ops import BACKWARDS, attention, build_problem, load_ops
 from attn.validation import check_qkv
 from attn.variant import Variant
 
@@ -22,6 +22,13 @@ class CustomCpuVariant(Variant):
 
     name = "custom_cpu"
     dtypes = (torch.float32, torch.bfloat16)
+
+    def __init__(self, backward: str = "fused") -> None:
+        """backward: "fused" (the C++ backward kernel) or "recompute" (attention with PyTorch ops,
+        what a missing fused backward costs; see attn.custom_ops.attention)."""
+        if backward not in BACKWARDS:
+            raise ValueError(f"backward={backward!r}; use one of {', '.join(BACKWARDS)}")
+        self.backward = backward
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True
@@ -38,7 +45,8 @@ class CustomCpuVariant(Variant):
     # --8<-- [start:forward]
     def _attention(self, q, k, v, *, is_causal):
         scale = 1.0 / math.sqrt(q.shape[-1])
-        return load_ops().flash_attention_forward(q, k, v, is_causal, scale)
+        load_ops()  # built on first use (cached)
+        return attention(q, k, v, is_causal, scale, backward=self.backward)
 
     # --8<-- [end:forward]
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from attn.custom_ops import cuda_build_problem, load_cuda_ops
+from attn.custom_ops import attention, cuda_build_problem, load_cuda_ops
 from attn.variant import Variant, older_than_ampere
 
 
@@ -21,7 +21,9 @@ class CustomCudaVariant(Variant):
     def _attention(self, q, k, v, *, is_causal):
         scale = 1.0 / math.sqrt(q.shape[-1])
         # The CUDA library is built on first use (cached), next to the CPU one that defines the op.
-        return load_cuda_ops().flash_attention_forward(q, k, v, is_causal, scale)
+        load_cuda_ops()
+        # With grad: the fused backward where the CUDA library has one, else the recompute one.
+        return attention(q, k, v, is_causal, scale)
 
     # --8<-- [end:forward]
 

@@ -38,11 +38,13 @@ CPU_LIBRARY = "attn_ops_cpu"
 CPU_SOURCES = (
     "ops.cpp",
     "cpu/flash_attention_cpu.cpp",
+    "cpu/flash_attention_backward_cpu.cpp",
     "cpu/bf16_products.cpp",
     "cpu/cpu_features.cpp",
     "cpu/peaks_cpu.cpp",
 )
-CUDA_LIBRARY, CUDA_SOURCES = "attn_ops_cuda", ("cuda/flash_fwd.cu", "cuda/binding.cu")
+CUDA_LIBRARY = "attn_ops_cuda"
+CUDA_SOURCES = ("cuda/flash_fwd.cu", "cuda/flash_bwd.cu", "cuda/binding.cu")
 # at::parallel_for is a header template compiled into our library: without OpenMP flags it runs
 # every item on the calling thread. (Linux builds of torch use OpenMP; macOS's clang has no -fopenmp.)
 OPENMP = ["-fopenmp"] if sys.platform.startswith("linux") else []
@@ -248,9 +250,17 @@ def load_cuda_ops() -> torch._ops._OpNamespace:
 
 
 # ---- backward ----------------------------------------------------------------------------------
-# The kernels compute the forward only. The backward below recomputes attention with PyTorch ops,
-# so gradients are right on every device, but it holds the whole [seq_q, seq_k] probability matrix:
-# the memory a FlashAttention backward kernel exists to avoid.
+# The op has two backwards, one per forward op:
+#  - attn::flash_attention_forward_lse (training) also returns each query row's log-sum-exp; its
+#    autograd saves q, k, v, the output and lse, and its backward is the fused kernel
+#    attn::flash_attention_backward, which recomputes the probabilities tile by tile from lse and
+#    never holds a [seq_q, seq_k] tensor.
+#  - attn::flash_attention_forward (inference: no lse written) keeps q, k, v; its backward,
+#    attention_backward below, recomputes attention with PyTorch ops: correct on every device, but
+#    it holds the whole probability matrix. It is what a missing fused backward costs (the training
+#    chapter shows it), and what a device whose library has no fused backward falls back to.
+# Autograd sits on the lse op rather than on the plain one because setup_context sees only an op's
+# outputs: a plain forward with a fused backward would have to write lse on every inference call.
 
 
 # --8<-- [start:backward]
@@ -295,9 +305,69 @@ def _backward(ctx, grad_out):
     return (*grads, None, None)  # is_causal and scale get no gradient
 
 
+# --8<-- [start:fused-backward]
+def _setup_fused_context(ctx, inputs, output) -> None:
+    q, k, v, is_causal, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)  # lse: 4 bytes a query row, nothing score-sized
+    ctx.mark_non_differentiable(lse)
+    ctx.is_causal, ctx.scale = is_causal, scale
+
+
+def _fused_backward(ctx, grad_out, _grad_lse):
+    q, k, v, out, lse = ctx.saved_tensors
+    grads = torch.ops.attn.flash_attention_backward(
+        grad_out, q, k, v, out, lse, ctx.is_causal, ctx.scale
+    )
+    return (*grads, None, None)
+
+
+# --8<-- [end:fused-backward]
+
+
 @functools.cache  # once per process: a second registration is an error
 def _register_autograd() -> None:
-    """Give attn::flash_attention_forward a backward, for the CPU and CUDA kernels alike."""
+    """Give both forward ops their backward, for the CPU and CUDA kernels alike."""
     torch.library.register_autograd(
         "attn::flash_attention_forward", _backward, setup_context=_setup_context
     )
+    torch.library.register_autograd(
+        "attn::flash_attention_forward_lse", _fused_backward, setup_context=_setup_fused_context
+    )
+
+
+BACKWARDS = ("fused", "recompute")
+
+
+def has_fused_backward(device: torch.device | str) -> bool:
+    """Whether the loaded libraries implement the lse forward and the fused backward there."""
+    key = torch._C._dispatch_key_for_device(torch.device(device).type)
+    return all(
+        torch._C._dispatch_has_kernel_for_dispatch_key(f"attn::{op}", key)
+        for op in ("flash_attention_forward_lse", "flash_attention_backward")
+    )
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    is_causal: bool,
+    scale: float,
+    *,
+    backward: str = "fused",
+) -> torch.Tensor:
+    """softmax(scale * q @ k^T) @ v through the attn ops (load them first), on q's device.
+
+    Without gradients it is the plain forward. With them, backward="fused" takes the lse forward
+    and the fused backward, and backward="recompute" the plain forward and attention_backward. A
+    device whose library has no fused backward yet (say a CUDA build before its kernel) falls back
+    to recompute, which works everywhere.
+    """
+    if backward not in BACKWARDS:
+        raise ValueError(f"backward={backward!r}; use one of {', '.join(BACKWARDS)}")
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if needs_grad and backward == "fused" and has_fused_backward(q.device):
+        out, _lse = torch.ops.attn.flash_attention_forward_lse(q, k, v, is_causal, scale)
+        return out
+    return torch.ops.attn.flash_attention_forward(q, k, v, is_causal, scale)

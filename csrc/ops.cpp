@@ -10,6 +10,15 @@
 TORCH_LIBRARY(attn, m) {
   m.def(
       "flash_attention_forward(Tensor q, Tensor k, Tensor v, bool is_causal, float scale) -> Tensor");
+  // For training: the output and lse, float32 [batch, heads, seq_q], the natural-log log-sum-exp of
+  // each query row's scaled scores, which is all the backward needs to recompute the probabilities.
+  m.def(
+      "flash_attention_forward_lse(Tensor q, Tensor k, Tensor v, bool is_causal, float scale) -> "
+      "(Tensor, Tensor)");
+  // (grad_q, grad_k, grad_v), each of its input's shape and dtype, from the forward's out and lse.
+  m.def(
+      "flash_attention_backward(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, "
+      "Tensor lse, bool is_causal, float scale) -> (Tensor, Tensor, Tensor)");
   // Which copy of the CPU kernel's vector code runs in this process (no tensors: a plain function).
   m.def("cpu_isa() -> str", &attn::cpu_isa);
   // How the CPU kernel multiplies bf16 tiles: the paths this CPU offers, best first, and the one a
@@ -25,5 +34,7 @@ TORCH_LIBRARY(attn, m) {
 
 TORCH_LIBRARY_IMPL(attn, CPU, m) {
   m.impl("flash_attention_forward", &attn::flash_attention_forward_cpu);
+  m.impl("flash_attention_forward_lse", &attn::flash_attention_forward_lse_cpu);
+  m.impl("flash_attention_backward", &attn::flash_attention_backward_cpu);
   m.impl("cpu_triad", &attn::cpu_triad);
 }

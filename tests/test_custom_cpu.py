@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from attn.custom_cpu import CustomCpuVariant
@@ -320,6 +321,16 @@ for dtype in (torch.float32, torch.bfloat16):
             out = ops.flash_attention_forward(q, k, v, causal, d**-0.5)
             error = (out.double() - reference_attention(q, k, v, is_causal=causal)).abs().max()
             errors[f"{dtype} {seq_q}x{seq_k}x{d} causal={causal}"] = error.item()
+            if dtype == torch.float32:  # the backward's copy of this ISA too
+                out, lse = ops.flash_attention_forward_lse(q, k, v, causal, d**-0.5)
+                do = torch.randn(q.shape, generator=gen)
+                grads = ops.flash_attention_backward(do, q, k, v, out, lse, causal, d**-0.5)
+                leaves = [t.double().requires_grad_() for t in (q, k, v)]
+                torch.nn.functional.scaled_dot_product_attention(
+                    *leaves, is_causal=causal).backward(do.double())
+                error = max((g.double() - t.grad).abs().max().item()
+                            for g, t in zip(grads, leaves))
+                errors[f"{dtype} {seq_q}x{seq_k}x{d} causal={causal} grads"] = error
 print(json.dumps({"ours": ops.cpu_isa(), "torch": torch.backends.cpu.get_cpu_capability(),
                   "bf16_path": ops.cpu_bf16_path(64, 1031), "errors": errors}))
 """
@@ -413,3 +424,202 @@ def test_scratch_does_not_grow_with_seq_k():
     assert grown < 32 * 2**20, f"peak RSS grew by {grown / 2**20:.0f} MB for one query"
     expected = reference_attention(q, k, v, is_causal=False)
     assert (out.double() - expected).abs().max().item() <= 1e-5
+
+
+# ---- the fused backward ------------------------------------------------------------------------
+# attn::flash_attention_backward against float64, next to SDPA's own backward in the same dtype:
+# ours may be at most 1.5x SDPA's error, plus a floor of four float32 ulps of the largest gradient
+# (the rounding of fp32 accumulation, which both share; 1e-6 of 4 where SDPA happens to be lucky).
+GRAD_GRID = [
+    (1, 2, 1, 1, 32),  # one query, one key: dq and dk are zero
+    (2, 2, 7, 33, 64),  # seq_q < seq_k, one partial key block
+    (2, 1, 33, 7, 80),  # seq_q > seq_k: late queries see every key
+    (1, 2, 129, 65, 128),  # query tiles and key blocks with tails of one
+    (1, 1, 65, 129, 256),  # the largest head_dim
+    (1, 3, 129, 129, 64),  # 9 key blocks over 2 threads: a head's dQ summed from two
+]
+
+
+def _grads(attention, q, k, v, grad_out):
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    attention(*leaves).backward(grad_out)
+    return [t.grad for t in leaves]
+
+
+def _sdpa_flash(is_causal):
+    def run(q, k, v):
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
+    return run
+
+
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(("batch", "heads", "seq_q", "seq_k", "head_dim"), GRAD_GRID)
+def test_fused_gradients_are_as_accurate_as_sdpa(
+    variant, batch, heads, seq_q, seq_k, head_dim, dtype, is_causal
+):
+    q, k, v = qkv(batch, heads, seq_q, seq_k, head_dim, dtype=dtype, seed=seq_q * seq_k + head_dim)
+    grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(11)).to(dtype)
+    expected = _reference_grads(q, k, v, grad_out, is_causal)
+    ours = _grads(lambda *t: variant.forward(*t, is_causal=is_causal), q, k, v, grad_out)
+    theirs = _grads(_sdpa_flash(is_causal), q, k, v, grad_out)
+    for name, mine, sdpa, reference in zip("qkv", ours, theirs, expected, strict=True):
+        assert mine.dtype == dtype and mine.shape == reference.shape, name
+        error = (mine.double() - reference).abs().max().item()
+        sdpa_error = (sdpa.double() - reference).abs().max().item()
+        floor = 4 * torch.finfo(torch.float32).eps * max(1.0, reference.abs().max().item())
+        assert error <= 1.5 * sdpa_error + floor, (
+            f"d{name}: max error {error:.2e}, SDPA's {sdpa_error:.2e}"
+        )
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_fused_gradients_do_not_depend_on_how_heads_split_over_threads(threads):
+    # One head over 1 or 3 threads: its key blocks split, and dQ summed from per-thread partials.
+    q, k, v = qkv(1, 1, 200, 300, 64, seed=12)
+    grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(13))
+    ops = load_ops()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out, lse = ops.flash_attention_forward_lse(q, k, v, True, 0.125)
+        grads = ops.flash_attention_backward(grad_out, q, k, v, out, lse, True, 0.125)
+    finally:
+        torch.set_num_threads(before)
+    expected = _grads(
+        lambda *t: F.scaled_dot_product_attention(*t, is_causal=True, scale=0.125),
+        *(t.double() for t in (q, k, v)), grad_out.double(),
+    )  # fmt: skip
+    for name, mine, reference in zip("qkv", grads, expected, strict=True):
+        assert (mine.double() - reference).abs().max().item() <= 1e-5, name
+
+
+def test_forward_lse_is_the_log_sum_exp_of_the_scaled_scores():
+    q, k, v = qkv(2, 2, 70, 90, 32, seed=14)
+    ops = load_ops()
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2)):
+        for is_causal in (True, False):
+            out, lse = ops.flash_attention_forward_lse(*(t.to(dtype) for t in (q, k, v)),
+                                                       is_causal, 0.2)  # fmt: skip
+            assert lse.dtype == torch.float32 and lse.shape == (2, 2, 70)
+            plain = ops.flash_attention_forward(*(t.to(dtype) for t in (q, k, v)), is_causal, 0.2)
+            assert torch.equal(out, plain)  # the same kernel, lse written beside
+            scores = (q.double() @ k.double().transpose(-2, -1)) * 0.2
+            if is_causal:
+                hidden = torch.ones(70, 90, dtype=torch.bool).triu(1)
+                scores = scores.masked_fill(hidden, -math.inf)
+            error = (lse.double() - scores.logsumexp(-1)).abs().max().item()
+            assert error <= tol, f"{dtype} causal={is_causal}: lse error {error:.2e}"
+
+
+def _saved(run):
+    """Shapes and dtypes of what autograd saves during run()."""
+    saved = []
+
+    def pack(t):
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return saved
+
+
+def test_training_saves_out_and_lse_and_the_recompute_backward_only_q_k_v(monkeypatch):
+    from attn import custom_ops
+
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 9, 11, 16, seed=15))
+    qkv_saved = [((1, 2, 9, 16), torch.float32), *[((1, 2, 11, 16), torch.float32)] * 2]
+    fused = _saved(lambda: CustomCpuVariant().forward(q, k, v))
+    assert fused == [*qkv_saved, ((1, 2, 9, 16), torch.float32), ((1, 2, 9), torch.float32)]
+    assert _saved(lambda: CustomCpuVariant(backward="recompute").forward(q, k, v)) == qkv_saved
+    # A device whose library has no fused backward (a CUDA build without one) falls back.
+    monkeypatch.setattr(custom_ops, "has_fused_backward", lambda device: False)
+    assert _saved(lambda: CustomCpuVariant().forward(q, k, v)) == qkv_saved
+
+
+def test_the_recompute_backward_is_as_right_as_the_fused_one():
+    q, k, v = qkv(1, 2, 40, 50, 32, seed=16)
+    grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(17))
+    fused = _grads(lambda *t: CustomCpuVariant().forward(*t), q, k, v, grad_out)
+    recompute = _grads(
+        lambda *t: CustomCpuVariant(backward="recompute").forward(*t), q, k, v, grad_out
+    )
+    for a, b in zip(fused, recompute, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_backward_is_only_where_the_library_has_it():
+    from attn.custom_ops import has_fused_backward
+
+    load_ops()
+    assert has_fused_backward("cpu")
+    assert not has_fused_backward("meta")  # no kernel of ours there
+    with pytest.raises(ValueError, match="backward='tiles'"):
+        CustomCpuVariant(backward="tiles")
+
+
+def test_no_grad_takes_the_plain_forward():
+    q, k, v = (t.requires_grad_() for t in qkv(1, 1, 9, 9, 16, seed=18))
+    with profile(activities=[ProfilerActivity.CPU]) as prof, torch.no_grad():
+        CustomCpuVariant().forward(q, k, v)
+    names = {e.key for e in prof.key_averages()}
+    assert "attn::flash_attention_forward" in names
+    assert "attn::flash_attention_forward_lse" not in names
+
+
+def test_fused_backward_never_holds_a_score_matrix():
+    # B1 H1 S4096 D64: a [seq_q, seq_k] fp32 matrix is 64 MiB, everything else about 1 MiB a
+    # tensor. The backward's peak (its outputs, per-thread scratch, partial dQ) stays far under.
+    from attn.profiling.memory import peak_memory
+
+    q, k, v = qkv(1, 1, 4096, 4096, 64, seed=19)
+    grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(20))
+    ops = load_ops()
+    out, lse = ops.flash_attention_forward_lse(q, k, v, True, 0.125)
+    peak = peak_memory(
+        lambda: ops.flash_attention_backward(grad_out, q, k, v, out, lse, True, 0.125), q.device
+    )
+    score_matrix = 4096 * 4096 * 4
+    assert 3 * q.numel() * 4 <= peak < score_matrix / 4, f"peak {peak / 2**20:.1f} MiB"
+
+
+def _backward_args(**changes):
+    q, k, v = qkv(1, 2, 8, 8, 16, seed=21)
+    args = {"grad_out": q.clone(), "q": q, "k": k, "v": v, "out": q.clone(),
+            "lse": torch.zeros(1, 2, 8), "is_causal": True, "scale": 0.25}  # fmt: skip
+    return {**args, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"grad_out": torch.zeros(1, 2, 9, 16)}, r"grad_out must have q's shape.*\[1, 2, 9, 16\]"),
+        ({"out": torch.zeros(1, 2, 8, 16, dtype=torch.bfloat16)}, "out must have.*BFloat16"),
+        (
+            {"lse": torch.zeros(1, 2, 9)},
+            r"lse must be float32 \[batch, heads, seq_q\].*\[1, 2, 9\]",
+        ),
+        ({"lse": torch.zeros(1, 2, 8, dtype=torch.bfloat16)}, "lse must be float32.*BFloat16"),
+        ({"k": torch.zeros(1, 2, 8, 32)}, "shapes do not fit"),
+        (
+            {name: torch.zeros(1, 2, 8, 300) for name in ("grad_out", "q", "k", "v", "out")},
+            "head_dim 300",
+        ),
+    ],
+)
+def test_backward_op_names_bad_input(changes, match):
+    args = _backward_args(**changes)
+    with pytest.raises(ValueError, match=match):
+        load_ops().flash_attention_backward(*args.values())
+
+
+def test_forward_lse_op_checks_its_inputs():
+    q = torch.zeros(1, 1, 4, 300)
+    with pytest.raises(ValueError, match="head_dim 300"):
+        load_ops().flash_attention_forward_lse(q, q, q, True, 1.0)
+    with pytest.raises(ValueError, match="float16"):
+        load_ops().flash_attention_forward_lse(*(torch.zeros(1, 1, 4, 8, dtype=torch.half),) * 3,
+                                               True, 1.0)  # fmt: skip

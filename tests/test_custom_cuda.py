@@ -1,10 +1,13 @@
-"""The CUDA kernel: compiled with nvcc for sm_80 and sm_90a without a GPU, run where there is one."""
+"""The CUDA kernels: compiled with nvcc for sm_80 and sm_90a without a GPU, run where there is one."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from itertools import product
 from pathlib import Path
 
 import pytest
@@ -61,32 +64,49 @@ def _ptxas_usage(log: str) -> dict[str, dict[str, int]]:
     return usage
 
 
+def _compile_kernel(source: str, arch: str, obj: Path) -> dict[str, dict[str, int]]:
+    """Compile one kernel file with torch's own flags; ptxas's registers and spills per kernel."""
+    log = _nvcc(
+        *_torch_nvcc_flags(), "-O3", "-gencode", ARCHS[arch], "-Xptxas", "-v",
+        "-c", str(CUDA_DIR / source), "-o", str(obj),
+    )  # fmt: skip
+    return _ptxas_usage(log)
+
+
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS)
-def test_kernel_and_test_program_compile(arch, tmp_path):
-    # The kernel with torch's own flags, for the two GPU generations the chapters profile; then the
-    # standalone test program linked against it, ready to run on such a GPU.
-    gencode = ["-gencode", ARCHS[arch]]
-    obj = tmp_path / "flash_fwd.o"
-    log = _nvcc(
-        *_torch_nvcc_flags(), "-O3", *gencode, "-Xptxas", "-v",
-        "-c", str(CUDA_DIR / "flash_fwd.cu"), "-o", str(obj),
-    )  # fmt: skip
-    usage = _ptxas_usage(log)
-    # One instantiation per dtype and head_dim, each with a register count from ptxas.
-    names = sorted(usage)
-    assert len(names) == 4, f"expected 4 kernels (bf16/fp16 x 64/128), ptxas compiled {names}"
-    for dtype in ("13__nv_bfloat16", "6__half"):
-        for head_dim in (64, 128):
-            assert any(f"I{dtype}Li{head_dim}E" in n for n in names), (dtype, head_dim, names)
-    for name, info in usage.items():
+def test_kernels_and_test_programs_compile(arch, tmp_path):
+    # The forward and backward with torch's own flags, for the two GPU generations the chapters
+    # profile; then the standalone test programs linked against them, ready to run on such a GPU.
+    fwd_obj, bwd_obj = tmp_path / "flash_fwd.o", tmp_path / "flash_bwd.o"
+    with ThreadPoolExecutor(2) as pool:  # nvcc is single-threaded: two files at once
+        fwd, bwd = pool.map(
+            _compile_kernel, ("flash_fwd.cu", "flash_bwd.cu"), (arch, arch), (fwd_obj, bwd_obj)
+        )
+    # One instantiation per dtype and head_dim, each with a register count from ptxas: the
+    # forward kernel, and the backward's three (delta, dK/dV, dQ).
+    for usage, kernels in ((fwd, ["flash_fwd_kernel"]), (bwd, ["delta", "dkdv", "dq"])):
+        names = sorted(usage)
+        assert len(names) == 4 * len(kernels), f"expected {4 * len(kernels)} kernels, got {names}"
+        for kernel, dtype, head_dim in product(kernels, ("13__nv_bfloat16", "6__half"), (64, 128)):
+            wanted = f"I{dtype}Li{head_dim}E"
+            assert any(kernel in n and wanted in n for n in names), (kernel, wanted, names)
+    for name, info in {**fwd, **bwd}.items():
         print(f"{arch} {name}: {info}")  # shown with pytest -s: what the report quotes
 
-    binary = tmp_path / "test_flash_fwd"
-    _nvcc("-std=c++20", "-O2", *gencode, str(CUDA_DIR / "test_flash_fwd.cu"), str(obj), "-o",
-          str(binary))  # fmt: skip
-    assert binary.is_file() and binary.stat().st_size > 0
+    def link(program: str) -> None:
+        objects = [str(bwd_obj)] if program == "test_flash_bwd" else []
+        objects.append(str(fwd_obj))  # the backward's test runs the forward first
+        source = str(CUDA_DIR / f"{program}.cu")
+        _nvcc("-std=c++20", "-O2", "-gencode", ARCHS[arch], source, *objects, "-o",
+              str(tmp_path / program))  # fmt: skip
+
+    programs = ("test_flash_fwd", "test_flash_bwd")
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(link, programs))
+    for binary in programs:
+        assert (tmp_path / binary).stat().st_size > 0
 
 
 def _torch_cuda_headers() -> tuple[Path, Path | None] | None:
@@ -280,14 +300,115 @@ def test_bad_input_raises_value_error():
 @pytest.mark.gpu
 @needs_nvcc
 @pytest.mark.slow
-def test_standalone_program_passes(tmp_path):
-    # The same program someone can build and run by hand (see the top of test_flash_fwd.cu).
+@pytest.mark.parametrize("program", ["test_flash_fwd", "test_flash_bwd"])
+def test_standalone_program_passes(program, tmp_path):
+    # The same programs someone can build and run by hand (see the top of each file).
     _runnable()
     major, minor = torch.cuda.get_device_capability()
     arch = f"arch=compute_{major}{minor},code=sm_{major}{minor}"
-    binary = tmp_path / "test_flash_fwd"
+    binary = tmp_path / program
+    kernels = ["flash_fwd.cu"] if program == "test_flash_fwd" else ["flash_bwd.cu", "flash_fwd.cu"]
     _nvcc("-std=c++20", "-O3", "-gencode", arch, "-o", str(binary),
-          str(CUDA_DIR / "test_flash_fwd.cu"), str(CUDA_DIR / "flash_fwd.cu"))  # fmt: skip
+          str(CUDA_DIR / f"{program}.cu"), *(str(CUDA_DIR / k) for k in kernels))  # fmt: skip
     done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b\d+ passed, 0 failed", done.stdout), done.stdout
+
+
+# ---- the backward, on a GPU --------------------------------------------------------------------
+
+
+def _float64_grads(q, k, v, grad_out, *, is_causal):
+    """Gradients of float64 attention on the CPU (autograd through SDPA's math, in float64)."""
+    leaves = [t.detach().to("cpu", torch.float64).requires_grad_() for t in (q, k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=is_causal)
+    out.backward(grad_out.to("cpu", torch.float64))
+    return [t.grad for t in leaves]
+
+
+def _rel_err(got, want):
+    """||got - want|| / ||want||, with a floor for a gradient that is exactly 0 (1 query, 1 key)."""
+    diff = (got.double().cpu() - want).norm()
+    return (diff / want.norm().clamp_min(1e-3 * want.numel() ** 0.5)).item()
+
+
+def _sdpa_grads(q, k, v, grad_out, *, is_causal):
+    """SDPA's own gradients in q's dtype on the GPU: the error our backward is held to."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=is_causal).backward(
+        grad_out
+    )
+    return [t.grad for t in leaves]
+
+
+def _flash_backward(q, k, v, grad_out, *, is_causal):
+    """Our forward with lse, then our backward, straight through the ops."""
+    from attn.custom_ops import load_cuda_ops
+
+    ops, scale = load_cuda_ops(), 1.0 / math.sqrt(q.shape[-1])
+    out, lse = ops.flash_attention_forward_lse(q, k, v, is_causal, scale)
+    assert lse.shape == q.shape[:3] and lse.dtype == torch.float32
+    return out, lse, ops.flash_attention_backward(grad_out, q, k, v, out, lse, is_causal, scale)
+
+
+# Our backward rounds each gradient once (fp32 in between); SDPA's flash kernel also rounds P and
+# dS to 16 bits on the way into its tensor cores, so ours is expected at or under its error.
+SDPA_FACTOR = 2.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize(("seq_q", "seq_k"), SHAPES, ids=[f"{q}x{k}" for q, k in SHAPES])
+def test_backward_matches_reference(seq_q, seq_k, is_causal, head_dim, dtype):
+    _runnable(dtype)
+    q, k, v = _qkv(2, 3, seq_q, seq_k, head_dim, dtype)
+    grad_out = _qkv(2, 3, seq_q, seq_q, head_dim, dtype, seed=5)[0]  # dO has q's shape
+    out, lse, grads = _flash_backward(q, k, v, grad_out, is_causal=is_causal)
+    # lse: fp32 arithmetic on the same inputs, next to exact.
+    scores = q.double().cpu() @ k.double().cpu().transpose(-2, -1) / math.sqrt(head_dim)
+    if is_causal:
+        scores = scores.masked_fill(torch.ones(seq_q, seq_k, dtype=torch.bool).triu(1), -math.inf)
+    torch.testing.assert_close(lse.double().cpu(), scores.logsumexp(-1), atol=1e-3, rtol=0)
+    want = _float64_grads(q, k, v, grad_out, is_causal=is_causal)
+    sdpa = _sdpa_grads(q, k, v, grad_out, is_causal=is_causal)
+    for name, got, ref, theirs, x in zip("qkv", grads, want, sdpa, (q, k, v), strict=True):
+        assert got.shape == x.shape and got.dtype == x.dtype and got.device == x.device
+        ours, bound = _rel_err(got, ref), SDPA_FACTOR * _rel_err(theirs, ref) + 1e-4
+        assert ours <= bound, f"d{name}: relative error {ours:.2e} > {bound:.2e} (2x SDPA's)"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+def test_backward_of_strided_views_is_deterministic(is_causal):
+    _runnable()
+    gen = torch.Generator().manual_seed(2)
+    # Views into one packed [batch, seq, 3, heads, head_dim] projection, and a strided dO.
+    qkv = torch.randn(2, 77, 3, 4, 128, generator=gen).to("cuda", torch.bfloat16)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    grad_out = torch.randn(2, 77, 4, 128, generator=gen).to("cuda", torch.bfloat16).transpose(1, 2)
+    _, _, grads = _flash_backward(q, k, v, grad_out, is_causal=is_causal)
+    want = _float64_grads(q, k, v, grad_out, is_causal=is_causal)
+    for got, ref in zip(grads, want, strict=True):
+        assert _rel_err(got, ref) < 1e-2
+    # dQ has a kernel of its own instead of atomics: the same inputs give the same bits.
+    _, _, again = _flash_backward(q, k, v, grad_out, is_causal=is_causal)
+    assert all(torch.equal(a, b) for a, b in zip(grads, again, strict=True))
+
+
+@pytest.mark.gpu
+def test_backward_bad_input_raises_value_error():
+    _runnable()
+    from attn.custom_ops import load_cuda_ops
+
+    ops = load_cuda_ops()
+    q = torch.zeros(1, 2, 8, 64, device="cuda", dtype=torch.bfloat16)
+    out, lse = ops.flash_attention_forward_lse(q, q, q, True, 0.125)
+    with pytest.raises(ValueError, match="lse must be float32"):
+        ops.flash_attention_backward(q, q, q, q, out, lse.half(), True, 0.125)
+    with pytest.raises(ValueError, match="grad_out must match q"):
+        ops.flash_attention_backward(q[:, :1], q, q, q, out, lse, True, 0.125)
+    q96 = torch.zeros(1, 1, 8, 96, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="head_dim 96"):
+        ops.flash_attention_backward(q96, q96, q96, q96, q96, lse[:, :1], True, 0.1)

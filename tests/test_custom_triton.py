@@ -6,9 +6,11 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import attn
 import attn.custom_triton as custom_triton
@@ -251,66 +253,262 @@ def test_interpreted_row_whose_first_block_is_fully_masked(in_interpreter):
 
 # ---- autograd ----------------------------------------------------------------------------------
 
+# Our gradient error may be this many times SDPA's own for the same dtype and inputs (both measured
+# against float64). Where SDPA happens to be exact (one key: dQ is a difference of two equal
+# products), fp32 accumulation's noise on the largest gradient stands in for its error.
+GRAD_FACTOR = 3
 
-def test_requires_grad_is_refused_before_any_device_problem():
-    # The kernel has no backward; without the check the output would silently have no grad_fn.
-    variant = CustomTritonVariant()
-    q = torch.zeros(1, 1, 4, 64, dtype=torch.float16, requires_grad=True)
-    k = torch.zeros(1, 1, 4, 64, dtype=torch.float16)
-    with pytest.raises(ValueError, match=r"forward only, but q requires grad.*torch.no_grad"):
-        variant.forward(q, k, k)
-    with pytest.raises(ValueError, match="q requires grad"):
-        custom_triton.triton_flash_attention(q, k, k)
-    with torch.no_grad():  # nothing to refuse: the usual reason (no GPU here) comes instead
-        with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
-            variant.forward(q, k, k)
+
+def _gradients(q, k, v, dout, attention=custom_triton.triton_flash_attention, **kwargs):
+    """attention's output and the gradients of q, k, v autograd gets through it."""
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = attention(q, k, v, **kwargs)
+    out.backward(dout)
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def _sdpa_gradients(q, k, v, dout, *, is_causal):
+    """The same through SDPA pinned to flash (its CPU kernel here, FlashAttention-2 on a GPU)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    # On a GPU flash refuses is_causal when seq_q != seq_k (FlashAttention-2 aligns the mask
+    # bottom-right); the memory-efficient kernel, top-left as SDPA says, stands in there.
+    backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    with sdpa_kernel(backends if q.is_cuda else SDPBackend.FLASH_ATTENTION):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    out.backward(dout)
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def _reference_gradients(q, k, v, dout, *, is_causal):
+    """Output and gradients of attention in float64, by autograd through the plain math."""
+    q, k, v = (t.detach().double().requires_grad_() for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if is_causal:  # SDPA's convention: query i sees keys j <= i
+        hidden = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(hidden, float("-inf"))
+    out = scores.softmax(dim=-1) @ v
+    out.backward(dout.double())
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def _assert_within_sdpa_error(ours, q, k, v, dout, *, is_causal):
+    """Each of out, dq, dk, dv within GRAD_FACTOR of SDPA's error against float64."""
+    reference = _reference_gradients(q, k, v, dout, is_causal=is_causal)
+    sdpa = _sdpa_gradients(q, k, v, dout, is_causal=is_causal)
+    floor = torch.finfo(torch.float32).eps * max(r.abs().max().item() for r in reference[1:])
+    for name, mine, theirs, exact, like in zip(
+        ("out", "dq", "dk", "dv"), ours, sdpa, reference, (q, q, k, v), strict=True
+    ):
+        assert mine.shape == like.shape and mine.dtype == like.dtype, name
+        error = (mine.double() - exact).abs().max().item()
+        sdpa_error = (theirs.double() - exact).abs().max().item()
+        allowed = GRAD_FACTOR * max(sdpa_error, floor)
+        assert error <= allowed, (
+            f"{name}: error {error:.3g} > {GRAD_FACTOR} x SDPA's {sdpa_error:.3g}"
+        )
+
+
+# (seq_q, seq_k, head_dim): one token; one query over many keys; lengths no multiple of a block,
+# with more keys than queries (causal keys past seq_q get no gradient) and fewer (queries past
+# seq_k see every key); two full 32-row blocks and a half one.
+GRAD_SHAPES = [(1, 1, 16), (1, 33, 32), (17, 33, 32), (33, 17, 64), (65, 40, 16), (80, 80, 64)]
 
 
 @needs_triton
-@pytest.mark.parametrize(
-    ("arch", "dtype", "head_dim", "is_causal", "block_m", "num_warps", "num_stages"),
-    [(80, "bf16", 128, True, 128, 8, 3), (90, "fp16", 64, False, 128, 4, 3)],
-    ids=["sm80-bf16-d128-causal", "sm90-fp16-d64-full"],
-)
-def test_compiles_for_nvidia_without_a_gpu(
-    arch, dtype, head_dim, is_causal, block_m, num_warps, num_stages
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize(("seq_q", "seq_k", "head_dim"), GRAD_SHAPES, ids=lambda s: str(s))
+def test_interpreted_gradients_within_sdpa_error(
+    in_interpreter, seq_q, seq_k, head_dim, is_causal, dtype
 ):
-    # The interpreter runs the kernel's Python, not its types or layouts; compiling for an NVIDIA
-    # target catches what only the real compiler sees. Triton ships ptxas, so this needs no GPU.
+    # fp32 checks the algorithm to fp32's precision (the interpreter's tl.dot accumulates in fp32
+    # without rounding its inputs); fp16 checks the rounding of P and dS before their products.
+    q, k, v = _qkv(2, 2, seq_q, seq_k, head_dim, dtype, seed=seq_q + seq_k)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(5)).to(dtype)
+    ours = in_interpreter(_gradients, q, k, v, dout, is_causal=is_causal)
+    _assert_within_sdpa_error(ours, q, k, v, dout, is_causal=is_causal)
+
+
+@needs_triton
+def test_interpreted_gradients_of_strided_views_and_an_expanded_dout(in_interpreter):
+    # q, k, v as views of one packed projection, and the dO of `out.sum()`: all strides 0.
+    gen = torch.Generator().manual_seed(6)
+    qkv = torch.randn(2, 37, 3, 2, 32, generator=gen).half()
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    dout = torch.ones(1, dtype=torch.float16).expand(q.shape)
+    ours = in_interpreter(_gradients, q, k, v, dout, is_causal=True)
+    _assert_within_sdpa_error(ours, q, k, v, dout, is_causal=True)
+
+
+@needs_triton
+def test_interpreted_causal_backward_never_loads_keys_no_query_sees(in_interpreter):
+    # 20 queries see keys 0..19. Keys 32.. hold NaN: the dQ kernel's loop stops at the diagonal's
+    # end (key 32) and the dK/dV programs of keys 32.. run no query block, so they store zeros.
+    q, k, v = _qkv(1, 2, 20, 80, 32, torch.float16, seed=7)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(8)).half()
+    k_poisoned, v_poisoned = k.clone(), v.clone()
+    k_poisoned[:, :, 32:] = float("nan")
+    v_poisoned[:, :, 32:] = float("nan")
+    out, dq, dk, dv = in_interpreter(_gradients, q, k_poisoned, v_poisoned, dout, is_causal=True)
+    assert not any(t.isnan().any() for t in (out, dq, dk, dv))
+    assert not dk[:, :, 20:].any() and not dv[:, :, 20:].any()  # unseen keys: zero gradients
+    ours = (out, dq, dk[:, :, :32], dv[:, :, :32])
+    _assert_within_sdpa_error(ours, q, k[:, :, :32], v[:, :, :32], dout, is_causal=True)
+
+
+def _gradients_with_blocks(q, k, v, dout, is_causal, blocks):
+    """The forward, then the backward kernels launched with pinned blocks."""
+    out, lse = _forward_with_lse(q, k, v, is_causal)
+    grads = custom_triton._launch_backward(
+        q, k, v, out, lse, dout, is_causal=is_causal, scale=q.shape[-1] ** -0.5, blocks=blocks
+    )
+    return out, *grads
+
+
+# The GPU configs' shapes of the diagonal: dK/dV's key block over 4 query blocks (the 32 x 128
+# config) and dQ's query block over 4 key blocks (128 x 32), and equal blocks (one of each).
+BACKWARD_BLOCKS = [((16, 64), (64, 16)), ((16, 16), (16, 16))]
+
+
+@needs_triton
+@pytest.mark.parametrize("blocks", BACKWARD_BLOCKS, ids=["four-per-diagonal", "one-per-diagonal"])
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+def test_interpreted_backward_block_sizes(in_interpreter, blocks, is_causal):
+    q, k, v = _qkv(1, 2, 70, 50, 32, torch.float16, seed=10)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(11)).half()
+    ours = in_interpreter(_gradients_with_blocks, q, k, v, dout, is_causal, blocks)
+    _assert_within_sdpa_error(ours, q, k, v, dout, is_causal=is_causal)
+
+
+def _forward_with_lse(q, k, v, is_causal):
+    return custom_triton._launch(
+        q, k, v, is_causal=is_causal, scale=None, block_m=None, block_n=None, store_lse=True
+    )
+
+
+@needs_triton
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+def test_interpreted_forward_stores_natural_log_sum_exp(in_interpreter, is_causal):
+    # The backward rebuilds P as exp(s - lse): the lse must be logsumexp of the scaled scores.
+    q, k, v = _qkv(1, 2, 45, 38, 64, torch.float16, seed=9)
+    out, lse = in_interpreter(_forward_with_lse, q, k, v, is_causal)
+    assert lse.dtype == torch.float32 and lse.shape == (1, 2, 45)
+    scores = q.double() @ k.double().transpose(-2, -1) / 8.0
+    if is_causal:
+        scores = scores.masked_fill(torch.ones(45, 38, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(lse.double(), scores.logsumexp(-1), atol=1e-4, rtol=1e-5)
+    _assert_close(out, q, k, v, is_causal=is_causal)
+
+
+def _inference_forward(q, k, v):
+    with torch.no_grad():
+        return custom_triton.triton_flash_attention(q.requires_grad_(), k, v).grad_fn
+
+
+@needs_triton
+def test_interpreted_inputs_without_grad_get_the_bare_forward(in_interpreter):
+    # Under no_grad nothing is saved and no lse is stored: the forward the chapters profile.
+    q, k, v = _qkv(1, 1, 17, 17, 64, torch.float16)
+    assert in_interpreter(_inference_forward, q, k, v) is None
+
+
+def test_requires_grad_meets_the_device_check_like_any_input():
+    # The kernel has a backward now: inputs that require grad are no reason to refuse.
+    variant = CustomTritonVariant()
+    q = torch.zeros(1, 1, 4, 64, dtype=torch.float16, requires_grad=True)
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        variant.forward(q, q, q)
+
+
+def _compile(kernel, arch, dtype, constexprs, num_warps, num_stages):
+    """One of our kernels compiled for sm_<arch>, specialized as a launch on contiguous tensors."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     if custom_triton._INTERPRETED:
         pytest.skip("this session runs with TRITON_INTERPRET=1, so nothing is compiled")
-    kernel = custom_triton._attn_fwd
     index = {name: (i,) for i, name in enumerate(kernel.arg_names)}
-    # As a launch on contiguous tensors specializes it: unit head_dim strides become constants,
-    # pointers and the other strides are known multiples of 16 (which lets loads vectorize).
-    constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": 64, "IS_CAUSAL": is_causal}
-    constexprs.update({f"stride_{t}d": 1 for t in "qkvo"})
+    # Unit head_dim strides become constants; pointers and the other strides are known multiples
+    # of 16 (which lets loads vectorize).
+    units = {n: 1 for n in kernel.arg_names if n.startswith("stride_") and n.endswith("d")}
+    constexprs = {**constexprs, **units}
     signature = {name: "i32" for name in kernel.arg_names}
     signature.update({name: "constexpr" for name in constexprs})
-    pointers = ("Q", "K", "V", "Out")
-    aligned = [n for n in kernel.arg_names if n in pointers or n.startswith("stride_")]
-    aligned = [n for n in aligned if n not in constexprs]
-    signature.update({name: f"*{dtype}" for name in pointers}, qk_scale="fp32")
+    pointers = [n for n in kernel.arg_names if n in ("Q", "K", "V", "DO", "Out", "DQ", "DK", "DV")]
+    statistics = [n for n in kernel.arg_names if n in ("LSE", "Delta")]  # fp32 per query row
+    signature.update({name: f"*{dtype}" for name in pointers})
+    signature.update({name: "*fp32" for name in statistics})
+    signature.update({name: "fp32" for name in ("qk_scale", "sm_scale") if name in signature})
+    aligned = [n for n in kernel.arg_names if n in pointers + statistics or n.startswith("stride_")]
     source = ASTSource(
         kernel,
         signature,
         {index[n]: v for n, v in constexprs.items()},
-        {index[n]: [["tt.divisibility", 16]] for n in aligned},
+        {index[n]: [["tt.divisibility", 16]] for n in aligned if n not in constexprs},
     )
-    compiled = custom_triton.triton.compile(
+    return custom_triton.triton.compile(
         source,
         target=GPUTarget("cuda", arch, 32),
         options={"num_warps": num_warps, "num_stages": num_stages},
     )
+
+
+def _assert_tensor_core_kernel(compiled, arch):
     assert compiled.asm["cubin"]  # ptxas accepted it
     ptx = compiled.asm["ptx"]
-    assert "ex2.approx" in ptx  # the exp2 of the online softmax
-    assert ("wgmma" if arch == 90 else "mma.sync") in ptx  # both dots on tensor cores
-    assert "cp.async" in ptx  # K and V loads are pipelined over num_stages buffers
+    assert "ex2.approx" in ptx  # the exp2 of the softmax (online, or rebuilt from the lse)
+    assert ("wgmma" if arch == 90 else "mma.sync") in ptx  # the dots on tensor cores
+    assert "cp.async" in ptx  # the streamed blocks are pipelined over num_stages buffers
     assert compiled.metadata.shared <= 160 * 1024  # fits an A100's shared memory
+
+
+@needs_triton
+@pytest.mark.parametrize(
+    ("arch", "dtype", "head_dim", "is_causal", "store_lse", "config"),
+    [
+        (80, "bf16", 128, True, True, (128, 64, 8, 3)),
+        (90, "fp16", 64, False, False, (128, 64, 4, 3)),
+    ],
+    ids=["sm80-bf16-d128-causal-lse", "sm90-fp16-d64-full"],
+)
+def test_compiles_for_nvidia_without_a_gpu(arch, dtype, head_dim, is_causal, store_lse, config):
+    # The interpreter runs the kernel's Python, not its types or layouts; compiling for an NVIDIA
+    # target catches what only the real compiler sees. Triton ships ptxas, so this needs no GPU.
+    block_m, block_n, num_warps, num_stages = config
+    constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n}
+    constexprs.update(IS_CAUSAL=is_causal, STORE_LSE=store_lse)
+    compiled = _compile(custom_triton._attn_fwd, arch, dtype, constexprs, num_warps, num_stages)
+    _assert_tensor_core_kernel(compiled, arch)
+
+
+# Each backward kernel's config with the most shared memory (the last, the biggest blocks) at the
+# A100's hardest case, head_dim 128; and its first (the tutorial's shape) on sm_90 (wgmma) at
+# head_dim 64. Each compile takes seconds, so not every config: CONFIGS' comment says how all did.
+BACKWARD_BUILDS = [
+    *((name, 80, "bf16", 128, True, custom_triton.CONFIGS[name][-1]) for name in ("dkdv", "dq")),
+    *((name, 90, "fp16", 64, False, custom_triton.CONFIGS[name][0]) for name in ("dkdv", "dq")),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize(
+    ("name", "arch", "dtype", "head_dim", "is_causal", "config"),
+    BACKWARD_BUILDS,
+    ids=[
+        f"{n}-sm{a}-{t}-d{d}-{'causal' if c else 'full'}-{b[0]}x{b[1]}w{b[2]}s{b[3]}"
+        for n, a, t, d, c, b in BACKWARD_BUILDS
+    ],
+)
+def test_backward_compiles_for_nvidia_without_a_gpu(name, arch, dtype, head_dim, is_causal, config):
+    kernel = {"dkdv": custom_triton._attn_bwd_dkdv, "dq": custom_triton._attn_bwd_dq}[name]
+    block_m, block_n, num_warps, num_stages = config
+    constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n}
+    compiled = _compile(
+        kernel, arch, dtype, {**constexprs, "IS_CAUSAL": is_causal}, num_warps, num_stages
+    )
+    _assert_tensor_core_kernel(compiled, arch)
 
 
 def test_rejects_head_dim_96():
@@ -373,6 +571,90 @@ def test_gpu_arbitrary_strides(dtype):
     qkv = torch.randn(2, 300, 3, 4, 128, generator=torch.Generator().manual_seed(4))
     q, k, v = (qkv.to("cuda", dtype)[:, :, i].transpose(1, 2) for i in range(3))
     _assert_close(variant.forward(q, k, v, is_causal=True), q, k, v, is_causal=True)
+
+
+def _gpu_gradients_check(batch, heads, seq_q, seq_k, head_dim, is_causal, dtype):
+    """The variant's gradients on the GPU within GRAD_FACTOR of flash's; the same bits twice."""
+    variant = CustomTritonVariant()
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip(variant.why_unavailable("cuda", dtype))
+    q, k, v = _qkv(batch, heads, seq_q, seq_k, head_dim, dtype, device="cuda", seed=seq_q)
+    dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(13)).to("cuda", dtype)
+    ours = _gradients(q, k, v, dout, variant.forward, is_causal=is_causal)
+    _assert_within_sdpa_error(ours, q, k, v, dout, is_causal=is_causal)
+    # No atomics: every gradient element is summed by one program in one order.
+    again = _gradients(q, k, v, dout, variant.forward, is_causal=is_causal)
+    assert all(torch.equal(a, b) for a, b in zip(ours, again, strict=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+def test_gpu_gradients_within_flash_error(is_causal, head_dim):
+    # The training chapter's shape, in the GPUs' dtype: flash rounds P and dS to bf16 as we do.
+    _gpu_gradients_check(2, 8, 1024, 1024, head_dim, is_causal, torch.bfloat16)
+
+
+BACKWARD_GPU_SHAPES = [(127, 127), (257, 129), (129, 257)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("is_causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize(
+    ("seq_q", "seq_k"), BACKWARD_GPU_SHAPES, ids=[f"{q}x{k}" for q, k in BACKWARD_GPU_SHAPES]
+)
+def test_gpu_gradients_at_odd_lengths(seq_q, seq_k, is_causal):
+    # Lengths no GPU block divides, and unequal: the autotuned blocks' bounds and diagonal.
+    _gpu_gradients_check(1, 3, seq_q, seq_k, 64, is_causal, torch.float16)
+
+
+# ---- the benchmark beside the kernel -----------------------------------------------------------
+
+
+def _benchmark(monkeypatch):
+    """benchmarks/triton_attention.py, imported as a module."""
+    path = Path(custom_triton.__file__).resolve().parents[1] / "benchmarks" / "triton_attention.py"
+    spec = importlib.util.spec_from_file_location("triton_attention_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_parses_its_arguments(monkeypatch):
+    bench = _benchmark(monkeypatch)
+    args = bench.parse_args(["--seq", "1024", "--head-dims", "128", "--rounds", "5"])
+    assert (args.batch, args.heads, args.seq, args.head_dims, args.rounds) == (
+        4,
+        16,
+        1024,
+        [128],
+        5,
+    )
+    assert bench.parse_args([]).head_dims == [64, 128]
+    for bad in (["--head-dims", "96"], ["--seq", "0"]):  # a head_dim the kernel refuses; no tokens
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)
+    # 4 * B * H * Sq * Sk * D, halved under the causal mask
+    assert bench.forward_flops(args, 128, False) == 4 * 4 * 16 * 1024 * 1024 * 128
+    assert bench.forward_flops(args, 128, True) == bench.forward_flops(args, 128, False) / 2
+
+
+def test_benchmark_without_a_gpu_says_why(monkeypatch, capsys):
+    if CustomTritonVariant().why_unavailable("cuda", torch.bfloat16) is None:
+        pytest.skip("custom_triton runs here: test_gpu_benchmark_runs covers it")
+    assert _benchmark(monkeypatch).main(["--seq", "64"]) == 2
+    assert "needs a GPU custom_triton runs on" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_gpu_benchmark_runs(monkeypatch, capsys):
+    bench = _benchmark(monkeypatch)
+    if CustomTritonVariant().why_unavailable("cuda", torch.bfloat16):
+        pytest.skip(CustomTritonVariant().why_unavailable("cuda", torch.bfloat16))
+    assert bench.main(["--batch", "1", "--heads", "2", "--seq", "256", "--rounds", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "sdpa_flash" in line]
+    assert len(rows) == 4  # head_dim 64 and 128, causal and full
 
 
 @needs_triton

@@ -220,3 +220,53 @@ def test_the_pair_is_written_whole_or_not_at_all(tmp_path):
         benchmark.sweeps.write(tmp_path, "cpu", "benchmark", [{"seq": 64}], cannot_draw, "t")
     assert (folder / "benchmark.json").read_text() == "[]\n"
     assert sorted(p.name for p in folder.iterdir()) == ["benchmark.json"]  # no scratch left
+
+
+def test_the_backward_is_timed_beside_the_forward_for_the_kernels_that_train(
+    tmp_path, capsys, monkeypatch, small_peaks
+):
+    monkeypatch.setitem(benchmark.MATMUL_N, "cpu", 64)
+    argv = ["--out", str(tmp_path), "--device", "cpu", "--seqs", "64", "--head-dims", "32",
+            "--budget", "0.01", "--causal-only", "--dtypes", "float32",
+            "--variants", "custom_cpu", "sdpa_flash", "sdpa_math"]  # fmt: skip
+    assert benchmark.main(argv) == 0
+    rows = json.loads((tmp_path / hardware_slug("cpu") / "benchmark.json").read_text())
+    by_name = {r["variant"]: r for r in rows}
+    assert "backward" not in by_name["sdpa_math"]  # neither a custom kernel nor the baseline
+    custom, flash = by_name["custom_cpu"], by_name["sdpa_flash"]
+    for r in (custom, flash):
+        for key in benchmark.TRAINING_KEYS:
+            t = r[key]
+            assert 0 < t["low_us"] <= t["time_us"] <= t["high_us"] and t["repeats"] >= 1, key
+        assert r["backward"]["peak_memory_bytes"] > 0
+        over = r["backward"]["time_us"] / r["time_us"]
+        assert r["backward"]["over_forward"] == pytest.approx(over, rel=1e-2)
+        assert r["backward"]["over_forward_low"] <= over <= r["backward"]["over_forward_high"]
+    for key in benchmark.TRAINING_KEYS:
+        ours, theirs = custom[key], flash[key]
+        assert ours["ratio_to_flash"] == pytest.approx(
+            ours["time_us"] / theirs["time_us"], rel=1e-2
+        )
+        assert ours["ratio_low"] <= ours["ratio_to_flash"] <= ours["ratio_high"]
+        assert ours["verdict"] in ("faster", "slower", "cannot tell")
+        assert flash[key]["ratio_to_flash"] == 1.0
+    assert "backward ms (IQR)" in capsys.readouterr().out
+
+
+def test_a_backward_verdict_needs_its_whole_interval_on_one_side():
+    shape = {"seq": 512, "head_dim": 64, "is_causal": True, "dtype": "float32"}
+
+    def row(name, backward):
+        timed = {"time_us": 100.0, "low_us": 90.0, "high_us": 110.0, "repeats": 5}
+        return {**shape, "variant": name, **timed,
+                "backward": {**timed, **backward}, "training_step": timed}  # fmt: skip
+
+    flash = row("sdpa_flash", {})
+    clear = row("custom_cpu", {"time_us": 50.0, "low_us": 45.0, "high_us": 55.0})
+    close = row("custom_cpu", {"time_us": 95.0, "low_us": 85.0, "high_us": 105.0})
+    (_, found) = benchmark.training_ratios([flash, clear])
+    assert found["backward"]["verdict"] == "faster"
+    assert found["backward"]["over_forward"] == 0.5
+    assert found["training_step"]["verdict"] == "cannot tell"
+    (_, found) = benchmark.training_ratios([flash, close])
+    assert found["backward"]["verdict"] == "cannot tell"

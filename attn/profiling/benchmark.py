@@ -11,7 +11,14 @@ dtype, time_us (the median), low_us and high_us (its interquartile range), repea
 - mm_tflops, mm_peak_share: a square torch.mm in the dtype, timed in the same run, one more
   contender (the machine's own GEMM, not its limit), and its share of the same peak;
 - on a CPU, cpu_capability (the vector ISA torch ran with), and on custom_cpu's rows `path`, how
-  it multiplied its tiles ("amx", "avx512_bf16" or "fp32")}
+  it multiplied its tiles ("amx", "avx512_bf16" or "fp32");
+- on the rows of the custom kernels that train and of sdpa_flash, `backward` and `training_step`:
+  the backward alone (autograd.grad on a kept graph) and forward plus backward, timed interleaved
+  with each other's in the same run, each {time_us, low_us, high_us, repeats, calls} with
+  ratio_to_flash, ratio_low, ratio_high and `verdict` ("faster", "slower" than sdpa_flash's, or
+  "cannot tell" where the interval holds 1); the backward also with over_forward (÷ the row's own
+  forward, with over_forward_low and over_forward_high) and peak_memory_bytes (its allocations
+  beyond what was held before it, the profiler's count)}
 `benchmark.svg`, and `peaks.svg` (each variant's and torch.mm's share of the peaks, drawn from
 the rows by attn.traces.peaks_figure, as `recheck` redraws it), and prints each custom variant's
 time as a ratio of sdpa_flash's, with its interval, measured in the same run with interleaved
@@ -38,11 +45,12 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.config import DTYPES, ProfileConfig, check_fits
 from attn.profiling.environment import device_name, hardware_slug, is_gpu
 from attn.profiling.flags import ProfilingError, positive, seconds, variant_name, wide_console
+from attn.profiling.memory import peak_memory
 from attn.profiling.peaks import measure_peaks, peak_of
 from attn.profiling.timing import measure, time_interleaved
 from attn.traces import layout, peaks_figure
 from attn.traces.atomic import RefusedOutput, check_output
-from attn.traces.intervals import ratio
+from attn.traces.intervals import below, ratio
 from attn.traces.plot import figure, plain_log_ticks, save
 from attn.traces.roofline import attention_flops
 from attn.traces.terminal import say
@@ -157,6 +165,10 @@ def run(
                     times = time_interleaved(
                         contenders, q, k, v, is_causal=is_causal, budget_s=budget_s
                     )
+                    training = time_training(
+                        contenders, q, k, v, is_causal=is_causal, budget_s=budget_s,
+                        console=console,
+                    )  # fmt: skip
                     flops = attention_flops(config.batch, config.heads, seq, head_dim, is_causal)
                     for name, t in times.items():
                         tflops = flops / t.median_us / 1e6
@@ -168,9 +180,100 @@ def run(
                             "tflops": significant(tflops), "peak_share": share(tflops, peak),
                             **shared, **isa,
                             **tile_products(contenders[name], dtype, head_dim, seq),
+                            **training.get(name, {}),
                         })  # fmt: skip
                     del q, k, v
     return rows
+
+
+# ---- the backward ------------------------------------------------------------------------------
+TRAINING_KEYS = ("backward", "training_step")  # the fields of a row that trains
+
+
+def trains(name: str) -> bool:
+    """Whether the benchmark times a variant's backward: the baseline and the custom kernels."""
+    return name == BASELINE or bool(specs.spec(name) and specs.spec(name).ratio)
+
+
+def training_calls(variants: dict, q, k, v, *, is_causal: bool) -> tuple[dict, dict]:
+    """Per variant, a forward plus backward and a backward alone (on a graph built once and kept,
+    retain_graph), on leaves of q, k, v, with the same gradient of the output for all."""
+    grad_out = torch.randn_like(q)
+    steps, backwards = {}, {}
+    for name, variant in variants.items():
+        leaves = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
+        with torch.enable_grad():
+            out = variant.forward(*leaves, is_causal=is_causal)
+
+        def step(variant=variant, leaves=leaves):
+            with torch.enable_grad():  # measure() times under no_grad
+                torch.autograd.grad(variant.forward(*leaves, is_causal=is_causal), leaves, grad_out)
+
+        def backward(out=out, leaves=leaves):
+            torch.autograd.grad(out, leaves, grad_out, retain_graph=True)
+
+        steps[name], backwards[name] = step, backward
+    return steps, backwards
+
+
+def time_training(
+    variants: dict, q, k, v, *, is_causal: bool, budget_s: float, console: Console
+) -> dict[str, dict]:
+    """{variant: {"backward": fields, "training_step": fields}} for the variants that train, all
+    timed interleaved in one measure(); a variant whose backward raises (a kernel that refuses
+    inputs that require grad) is said and left out."""
+    trained = {name: variant for name, variant in variants.items() if trains(name)}
+    if BASELINE not in trained or len(trained) < 2:
+        return {}
+    steps, backwards = training_calls(trained, q, k, v, is_causal=is_causal)
+    calls = {**{f"{n} step": f for n, f in steps.items()},
+             **{f"{n} backward": f for n, f in backwards.items()}}  # fmt: skip
+    times = measure(
+        calls, budget_s=budget_s,
+        failed=lambda label, e: console.print(f"  {label} left out: {type(e).__name__}: {e}"),
+    )  # fmt: skip
+    found = {}
+    for name in trained:
+        if f"{name} step" not in times or f"{name} backward" not in times:
+            continue
+        peak = peak_memory(backwards[name], q.device)
+        fields = {key: _fields(times[f"{name} {label}"]) for key, label in
+                  (("backward", "backward"), ("training_step", "step"))}  # fmt: skip
+        fields["backward"]["peak_memory_bytes"] = peak
+        found[name] = fields
+    return found
+
+
+def _fields(t) -> dict:
+    row = t.row()
+    return {"time_us": row.pop("median_us"), **row}
+
+
+def _verdict(low: float, high: float) -> str:
+    """Against the baseline: "faster" where the whole interval is under 1, "slower" above it."""
+    return {True: "faster", False: "slower", None: "cannot tell"}[below(low, high)]
+
+
+def training_ratios(rows: list[dict]) -> list[dict]:
+    """The rows, each one that trains with its backward and step over sdpa_flash's (same
+    configuration, same run) and its backward over its own forward."""
+    key = lambda r: (r["seq"], r["head_dim"], r["is_causal"], r.get("dtype"))  # noqa: E731
+    flash = {key(r): r for r in rows if r["variant"] == BASELINE and "backward" in r}
+    found = []
+    for r in rows:
+        if "backward" not in r or key(r) not in flash:
+            found.append(r)
+            continue
+        r = {**r}
+        for field in TRAINING_KEYS:
+            value, low, high = ratio(_timed(r[field]), _timed(flash[key(r)][field]))
+            r[field] = {**r[field], "ratio_to_flash": round(value, 3), "ratio_low": round(low, 3),
+                        "ratio_high": round(high, 3), "verdict": _verdict(low, high)}  # fmt: skip
+        value, low, high = ratio(_timed(r["backward"]), _timed(r))
+        r["backward"] = {**r["backward"], "over_forward": round(value, 3),
+                         "over_forward_low": round(low, 3), "over_forward_high": round(high, 3)}  # fmt: skip
+        found.append(r)
+    return found
 
 
 def _timed(row: dict) -> dict:
@@ -199,7 +302,7 @@ def with_ratios(rows: list[dict]) -> list[dict]:
     """All rows, the custom kernels' with their ratio to the baseline, so readers need no code."""
     key = lambda r: (r["variant"], r["seq"], r["head_dim"], r["is_causal"], r.get("dtype"))  # noqa: E731
     found = {key(r): r for r in ratios(rows)}
-    return [found.get(key(r), r) for r in rows]
+    return training_ratios([found.get(key(r), r) for r in rows])
 
 
 def plot(rows: list[dict], title: str, path: Path) -> None:
@@ -262,6 +365,26 @@ def write(out_root: Path, device: str, rows: list[dict]) -> Path:
     return folder
 
 
+def print_training(rows: list[dict]) -> None:
+    """The backward's rows: time, ÷ sdpa_flash's, ÷ the forward, peak, each with its interval."""
+    trained = [r for r in rows if "over_forward" in r.get("backward", {})]
+    if not trained:
+        return
+    table = Table("variant", "dtype", "seq", "head_dim", "causal", "backward ms (IQR)",
+                  f"÷ {BASELINE}", "÷ forward", "peak MiB", "step ÷ flash")  # fmt: skip
+    for r in trained:
+        b, s = r["backward"], r["training_step"]
+        table.add_row(
+            r["variant"], r["dtype"], str(r["seq"]), str(r["head_dim"]), str(r["is_causal"]),
+            f"{b['time_us'] / 1000:.2f} ({b['low_us'] / 1000:.2f}–{b['high_us'] / 1000:.2f})",
+            f"{b['ratio_to_flash']:.2f} ({b['ratio_low']:.2f}–{b['ratio_high']:.2f})",
+            f"{b['over_forward']:.2f} ({b['over_forward_low']:.2f}–{b['over_forward_high']:.2f})",
+            f"{b['peak_memory_bytes'] / 2**20:.1f}",
+            f"{s['ratio_to_flash']:.2f} ({s['ratio_low']:.2f}–{s['ratio_high']:.2f})",
+        )  # fmt: skip
+    wide_console(stderr=False).print(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = sweeps.parser("attn.profiling.benchmark", __doc__)
     parser.add_argument("--seqs", type=positive, nargs="+")
@@ -313,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         of_peak = "?" if r.get("peak_share") is None else f"{r['peak_share']:.3f}"
         table.add_row(r["variant"], *shape, ms, spread, of_peak)
     wide_console(stderr=False).print(table)
+    print_training(with_ratios(rows))
     written = "benchmark.json, benchmark.svg and peaks.svg"
     print(f"benchmark: {len(rows)} rows written to {folder}/: {written}")
     return 0

@@ -30,6 +30,7 @@ struct Problem {
   bool causal;
   bool keep_kt;  // K^T of a whole head fits kMaxKeptKt: packed once per head, not per tile
   int64_t ld_kt = 0;  // fp32 K^T: kt_stride of the head (keep_kt) or of one KV tile
+  float* lse = nullptr;  // where asked: contiguous [batch, heads, seq_q], each row's m + log(l)
 };
 
 // The work item order of both paths: causal tiles lower down cost more, so they are visited as

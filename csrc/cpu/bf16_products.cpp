@@ -439,6 +439,8 @@ ATTN_BF16_ISA void attend_tile(const Problem<bf16>& p, int64_t bh, int64_t i0, S
                           (__m256i)_mm512_cvtneps_pbh(x));
     }
   }
+  if (p.lse != nullptr)  // the backward's statistic, as in flash_attention_cpu.cpp
+    for (int64_t r = 0; r < rows; ++r) p.lse[bh * p.seq_q + i0 + r] = m[r] + std::log(l[r]);
 }
 
 // Items (a head's Q tiles, in tiles::tile_order) are handed out in chunks from a shared counter

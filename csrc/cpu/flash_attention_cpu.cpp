@@ -16,6 +16,7 @@
 #include "attention_tiles.h"
 #include "bf16_products.h"
 #include "cpu_features.h"
+#include "vector_lanes.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
@@ -41,6 +42,7 @@ using tiles::kInf;
 using tiles::kLog2e;
 using tiles::Problem;
 using tiles::round_up;
+using namespace lanes;  // f32x16 and friends, exp2_lanes, gemm
 
 // K^T of a whole head is packed once and reused by all of its Q tiles while it fits in this many
 // elements (4 MB of fp32, 2 MB of bf16: 16K keys at head_dim 64). Longer heads are packed one KV
@@ -48,94 +50,6 @@ using tiles::round_up;
 // the tile's two GEMMs. On our CPU at head_dim 64, packing every head that way cost 5-15% at seq
 // 2048, about 1% at seq_k 32K.
 constexpr int64_t kMaxKeptKt = int64_t{1} << 20;
-
-// x86-64 builds with GCC get one copy of the tile loop per vector ISA (see tile_kernel below).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ATTN_X86_COPIES 1
-#endif
-
-// Helpers are force-inlined so that they are compiled into each ISA's copy of the tile loop.
-#define ATTN_INLINE inline __attribute__((always_inline))
-
-// (GCC warns that passing vectors by value is ABI-dependent; they never cross a non-inlined call.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
-// Vectors of 16, 8 and 4 floats: one register of AVX-512, AVX2 and SSE. Each ISA's copy of the
-// tile loop uses its own width. A vector wider than the ISA's registers is split by GCC, and its
-// compares and selects become scalar code: on AVX2, 16 lanes made the softmax about 3x slower.
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef float f32x4 __attribute__((vector_size(16)));
-template <typename V>
-constexpr int kLanes = sizeof(V) / sizeof(float);
-template <typename V>
-using IntsOf = decltype(V{} < V{});  // int32 lanes, as many as V has (what a compare yields)
-
-template <typename V>
-ATTN_INLINE V load(const float* p) {
-  V x;
-  std::memcpy(&x, p, sizeof x);
-  return x;
-}
-template <typename V>
-ATTN_INLINE void store(float* p, V x) {
-  std::memcpy(p, &x, sizeof x);
-}
-// bf16 keeps the top 16 bits of the float, rounded to nearest (ties away from zero, where
-// c10::BFloat16 rounds them to even: the values stored here are probabilities, never NaN).
-template <typename V>
-ATTN_INLINE void store(c10::BFloat16* p, V x) {
-  const IntsOf<V> top = ((IntsOf<V>)x + 0x8000) >> 16;  // same-size vector cast: the bits
-  uint16_t halves[kLanes<V>];
-  for (int i = 0; i < kLanes<V>; ++i) halves[i] = static_cast<uint16_t>(top[i]);
-  std::memcpy(p, halves, sizeof halves);
-}
-template <typename V>
-ATTN_INLINE V splat(float x) {
-  return V{} + x;
-}
-template <typename V>
-ATTN_INLINE float hmax(V x) {
-  float r = x[0];
-  for (int i = 1; i < kLanes<V>; ++i) r = std::max(r, x[i]);
-  return r;
-}
-template <typename V>
-ATTN_INLINE float hsum(V x) {
-  float r = 0.f;
-  for (int i = 0; i < kLanes<V>; ++i) r += x[i];
-  return r;
-}
-
-// 2^t lane by lane, for t <= 0: t = n + f with n = round(t) and |f| <= 1/2; 2^f by a degree-5
-// polynomial fitted to it on [-1/2, 1/2] (relative error 1e-7, 2e-7 in float arithmetic), times 2^n
-// made from exponent bits. (exp(x) is 2^(x log2(e)): the softmax folds log2(e) into its scale.)
-template <typename V>
-ATTN_INLINE V exp2_lanes(V t) {
-  const V lo = splat<V>(-125.f);  // 2^t underflows below this; keeps 2^n and 2^t normal floats
-  t = t < lo ? lo : t;
-  // Adding 1.5 * 2^23 rounds to an integer n and leaves n in the low bits of the sum's mantissa.
-  const V shifted = t + 12582912.0f;
-  const V f = t - (shifted - 12582912.0f);
-  V p = splat<V>(1.32764725e-3f);
-  p = p * f + 9.67554189e-3f;
-  p = p * f + 5.55071309e-2f;
-  p = p * f + 2.40221202e-1f;
-  p = p * f + 6.93146944e-1f;
-  p = p * f + 1.00000012f;
-  // 2^n: n + 127 in the exponent bits (the sum's bits are those of 1.5 * 2^23, 0x4b400000, plus n).
-  const IntsOf<V> two_n = ((IntsOf<V>)shifted - (0x4b400000 - 127)) << 23;
-  return p * (V)two_n;
-}
-
-// C[m, n] = A[m, k] @ B[k, n] (+ C when accumulate); fp32, row-major, with leading dimensions.
-ATTN_INLINE void gemm(
-    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-    float* c, int64_t ldc, bool accumulate) {
-  at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, /*is_vnni=*/false);
-}
 
 // The tile products here multiply fp32 operands (G = float): K^T, [d, seq_k] row-major, packed by
 // us (once per head while it fits kMaxKeptKt, else per KV tile); the GEMM is oneDNN's fp32
@@ -337,7 +251,10 @@ ATTN_INLINE void attend_tile(const Problem<T>& p, int64_t bh, int64_t i0, Scratc
   for (int64_t r = 0; r < rows; ++r) {
     const float inv = 1.f / l[r];
     for (int64_t c = 0; c < d; ++c) out[r * d + c] = T(acc[r * d + c] * inv);
-  }
+  }  // The backward's statistic: log(sum_j exp(scale * s_j)) = m + log(l), the row max having been
+  // taken out of every exp.
+  if (p.lse != nullptr)
+    for (int64_t r = 0; r < rows; ++r) p.lse[bh * p.seq_q + i0 + r] = m[r] + std::log(l[r]);
 }
 // --8<-- [end:core]
 
@@ -407,16 +324,9 @@ Bf16Path choose_bf16_path(int64_t head_dim, int64_t seq_k) {
   return Bf16Path::kFp32;
 }
 
-// Unit-stride rows that BLAS can read: views such as transposes keep their strides, odd layouts
-// are copied.
-at::Tensor with_unit_rows(const at::Tensor& t) {
-  const bool rows_ok = (t.stride(3) == 1 || t.size(3) == 1) && t.stride(2) >= t.size(3);
-  return rows_ok ? t : t.contiguous();
-}
-
 template <typename T>
 void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& out,
-             bool is_causal, double scale) {
+             bool is_causal, double scale, float* lse) {
   const int64_t seq_k = k.size(2), d = q.size(3);
   Problem<T> p{
       q.const_data_ptr<T>(), k.const_data_ptr<T>(), v.const_data_ptr<T>(), out.data_ptr<T>(),
@@ -424,6 +334,7 @@ void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::
       q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
       v.stride(0), v.stride(1), v.stride(2), static_cast<float>(scale), is_causal,
       /*keep_kt=*/seq_k * d <= kMaxKeptKt};
+  p.lse = lse;
   const int64_t batch_heads = q.size(0) * q.size(1);
   if constexpr (std::is_same_v<T, c10::BFloat16>) {  // on the CPU's bf16 instructions if it can
     if (const Bf16Path path = choose_bf16_path(d, seq_k); path != Bf16Path::kFp32) {
@@ -455,24 +366,21 @@ std::string cpu_isa() {
   return "DEFAULT";
 }
 
-at::Tensor flash_attention_forward_cpu(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale) {
+void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK_VALUE(
       q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
       "q, k, v must be [batch, heads, seq, head_dim]; got ", q.sizes(), ", ", k.sizes(), ", ",
       v.sizes());
   TORCH_CHECK_VALUE(
       q.device().is_cpu() && k.device().is_cpu() && v.device().is_cpu(),
-      "attn::flash_attention_forward (CPU) needs CPU tensors; got ", q.device(), ", ", k.device(),
-      ", ", v.device());
+      op, " (CPU) needs CPU tensors; got ", q.device(), ", ", k.device(), ", ", v.device());
   TORCH_CHECK_VALUE(
       q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
       "dtypes differ: ", q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type());
   TORCH_CHECK_VALUE(
       q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16,
       "dtype ", q.scalar_type(), " is not supported; use float32 or bfloat16");
-  const int64_t batch = q.size(0), heads = q.size(1), seq_q = q.size(2), d = q.size(3);
-  const int64_t seq_k = k.size(2);
+  const int64_t batch = q.size(0), heads = q.size(1), d = q.size(3), seq_k = k.size(2);
   TORCH_CHECK_VALUE(
       k.size(0) == batch && v.size(0) == batch && k.size(1) == heads && v.size(1) == heads &&
           k.size(3) == d && v.size(3) == d && v.size(2) == seq_k,
@@ -480,17 +388,48 @@ at::Tensor flash_attention_forward_cpu(
   TORCH_CHECK_VALUE(
       d >= 1 && d <= kMaxHeadDim, "head_dim ", d, " is not supported; use 1 to ", kMaxHeadDim);
   TORCH_CHECK_VALUE(seq_k >= 1, "k and v need at least one key; got seq_k ", seq_k);
+}
 
+at::Tensor with_unit_rows(const at::Tensor& t) {
+  const bool rows_ok = (t.stride(3) == 1 || t.size(3) == 1) && t.stride(2) >= t.size(3);
+  return rows_ok ? t : t.contiguous();
+}
+
+namespace {
+
+// The forward of both ops: the output, and where asked (lse defined) each row's log-sum-exp.
+void checked_forward(const char* op, const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v, bool is_causal, double scale, at::Tensor& out,
+                     float* lse) {
+  check_qkv(op, q, k, v);
   // empty_cpu allocates without going through the dispatcher: the profiler shows our op alone.
-  at::Tensor out(at::detail::empty_cpu({batch, heads, seq_q, d}, q.scalar_type()));
-  if (out.numel() == 0) return out;
+  out = at::detail::empty_cpu(q.sizes(), q.scalar_type());
+  if (out.numel() == 0) return;
   const at::Tensor qr = with_unit_rows(q), kr = with_unit_rows(k), vr = with_unit_rows(v);
   if (q.scalar_type() == at::kFloat) {
-    forward<float>(qr, kr, vr, out, is_causal, scale);
+    forward<float>(qr, kr, vr, out, is_causal, scale, lse);
   } else {
-    forward<c10::BFloat16>(qr, kr, vr, out, is_causal, scale);
+    forward<c10::BFloat16>(qr, kr, vr, out, is_causal, scale, lse);
   }
+}
+
+}  // namespace
+
+at::Tensor flash_attention_forward_cpu(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale) {
+  at::Tensor out;
+  checked_forward("attn::flash_attention_forward", q, k, v, is_causal, scale, out, nullptr);
   return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> flash_attention_forward_lse_cpu(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale) {
+  check_qkv("attn::flash_attention_forward_lse", q, k, v);
+  at::Tensor lse(at::detail::empty_cpu({q.size(0), q.size(1), q.size(2)}, at::kFloat));
+  at::Tensor out;
+  checked_forward("attn::flash_attention_forward_lse", q, k, v, is_causal, scale, out,
+                  lse.data_ptr<float>());
+  return {out, lse};
 }
 
 }  // namespace attn

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace attn {
@@ -15,6 +16,25 @@ constexpr int64_t kMaxHeadDim = 256;
 // SDPA (query i sees keys j <= i, top-left aligned). Output has q's shape and dtype.
 at::Tensor flash_attention_forward_cpu(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale);
+
+// The same, and each query row's log-sum-exp of its scaled scores (natural log; float32 [batch,
+// heads, seq_q]), which the backward recomputes the probabilities from.
+std::tuple<at::Tensor, at::Tensor> flash_attention_forward_lse_cpu(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale);
+
+// The backward: grad_q, grad_k, grad_v of the forward above from grad_out, its inputs, its output
+// and lse, recomputing each score tile (csrc/cpu/flash_attention_backward_cpu.cpp).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward_cpu(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, bool is_causal, double scale);
+
+// The forward's checks of q, k, v (one-line ValueErrors), with `op` naming the op in the device
+// error; shared by both ops' CPU kernels.
+void check_qkv(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+// t itself where its rows (the last dim) have unit stride and do not overlap, else a contiguous
+// copy: what BLAS can read.
+at::Tensor with_unit_rows(const at::Tensor& t);
 
 // The vector ISA the CPU kernel's softmax runs with: "AVX512", "AVX2" or "DEFAULT", named as
 // torch.backends.cpu.get_cpu_capability() names the one torch's kernels run with. The two agree on

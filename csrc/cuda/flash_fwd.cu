@@ -293,6 +293,9 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(const FlashParams p
   // --8<-- [end:core]
 
   // Finish the row sums across the quad, normalise, and store rows that exist.
+  float* lse = p.lse == nullptr
+                   ? nullptr
+                   : p.lse + (int64_t(batch) * p.heads + head) * p.seq_q + m0;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float sum = row_sum[r];
@@ -300,6 +303,11 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(const FlashParams p
     sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     const int row = warp * 16 + lane / 4 + r * 8;
+    if (lse != nullptr && lane % 4 == 0 && m0 + row < p.seq_q) {
+      // ln(sum_j e^{s_j}) = (max + log2(sum of exp2 below the max)) * ln 2, the max in log2
+      // units. A row that sees no key gets +inf, so the backward's exp(s - lse) is 0 there.
+      lse[row] = sum > 0.f ? (row_max[r] + log2f(sum)) * 0.6931471805599453f : INFINITY;
+    }
     if (m0 + row < p.seq_q) {
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) {

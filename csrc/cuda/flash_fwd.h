@@ -18,6 +18,9 @@ struct FlashParams {
   const void* k;
   const void* v;
   void* out;  // same dtype as q; written for every row < seq_q
+  // Optional: dense float32 [batch, heads, seq_q], the natural-log log-sum-exp of each query row's
+  // scaled scores (what the backward recomputes P from). nullptr: not written.
+  float* lse;
   int64_t q_batch_stride, q_head_stride, q_seq_stride;
   int64_t k_batch_stride, k_head_stride, k_seq_stride;
   int64_t v_batch_stride, v_head_stride, v_seq_stride;
