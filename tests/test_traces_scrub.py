@@ -1,8 +1,8 @@
-"""attn.traces.scrub: what a published trace must not carry."""
+"""attn.traces.read.scrub: what a published trace must not carry."""
 
 import pytest
 
-from attn.traces.scrub import Scrubber
+from attn.traces.read.scrub import Scrubber
 
 
 @pytest.mark.parametrize(

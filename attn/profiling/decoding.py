@@ -373,7 +373,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     """Left: a roofline (intensity against FLOP/s) with the measured ceilings; right: achieved
     bandwidth as a fraction of the copy ceiling against cache length, the overhead-bound steps
     marked. 7.2 in wide, no font under 8.5 pt."""
-    from attn.traces.plot import figure, save
+    from attn.traces.figures.plot import figure, save
 
     copy, compute = ceilings(rows)
     steps = [r for r in rows if r["kind"] == "step"]

@@ -20,7 +20,7 @@ from torch.utils.benchmark import Measurement
 from torch.utils.benchmark.utils.common import TaskSpec
 from torch.utils.benchmark.utils.timer import timer as clock
 
-from attn.traces.intervals import Timed
+from attn.traces.common.intervals import Timed
 from attn.variant import Variant
 
 PRECISION = (

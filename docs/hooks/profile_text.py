@@ -3,7 +3,7 @@ the per-forward numbers, and the tables that put variants side by side (compare,
 
 They read checked sets (the dicts of profile_sets.py) and their summaries, and return Markdown (a
 tab's text is None where the set has nothing to show); every name read from a set goes through
-attn.traces.markdown.
+attn.traces.common.markdown.
 """
 
 from __future__ import annotations
@@ -14,13 +14,20 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attn import specs
-from attn.traces import intervals, layout, step_times
-from attn.traces import markdown as md
-from attn.traces.backward import as_forward
-from attn.traces.figure_tables import profiled_cell, ratio_cell, table_head, table_row, timed_cell
-from attn.traces.svg import text_width
-from attn.traces.timeline import short_name
-from attn.traces.units import bytes_text, count_text, time_text
+from attn.traces.claims import step_checks
+from attn.traces.claims.figure_tables import (
+    profiled_cell,
+    ratio_cell,
+    table_head,
+    table_row,
+    timed_cell,
+)
+from attn.traces.common import artifacts, intervals
+from attn.traces.common import markdown as md
+from attn.traces.common.units import bytes_text, count_text, time_text
+from attn.traces.figures.svg import text_width
+from attn.traces.figures.timeline import short_name
+from attn.traces.read.backward import as_forward
 
 VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
 DEVICE_WORDS = {"cuda": "On a GPU", "cpu": "On CPU"}  # in the order the sets are shown
@@ -156,7 +163,7 @@ def backward_numbers(backward: dict) -> str:
 
 # --- a variant on a set -------------------------------------------------------------------------
 
-DOWNLOADS = {layout.TRACE: "", layout.TABLE_TXT: " (the profiler's own table)"}
+DOWNLOADS = {artifacts.TRACE: "", artifacts.TABLE_TXT: " (the profiler's own table)"}
 
 
 def unavailable_note(hw: dict, summary: dict) -> str:
@@ -454,9 +461,9 @@ def glance_text(hw: dict, summaries: list[dict]) -> list[str]:
 
 
 def step_rows(hw: dict) -> list[dict]:
-    """The set's training steps both profiled and timed, in chapter order (attn.traces.step_times)."""
+    """The set's training steps both profiled and timed, in chapter order (attn.traces.claims.step_checks)."""
     summaries = {n: hw["summaries"][n] for n in specs.names() if n in hw["summaries"]}
-    return step_times.step_rows(summaries, (hw.get("timing") or {}).get("variants") or {})
+    return step_checks.step_rows(summaries, (hw.get("timing") or {}).get("variants") or {})
 
 
 def steps_differ(hw: dict) -> list[str]:
@@ -465,7 +472,7 @@ def steps_differ(hw: dict) -> list[str]:
     rows = step_rows(hw) if hw["device_type"] == "cpu" else []
     if not rows:
         return []
-    _, how_many, why = step_times.verdict(rows)
+    _, how_many, why = step_checks.verdict(rows)
     return [f"The profiled forward plus backward against the step timed whole: {how_many}; {why}."]
 
 
