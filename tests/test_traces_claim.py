@@ -129,7 +129,7 @@ def test_committed_cpu_profiles_carry_claims_that_hold():
 def test_committed_summaries_carry_the_claims_their_traces_give():
     """What `python -m attn.profiling recheck --check` checks: a new or changed claim must be
     re-evaluated on every committed set (and committed) before it lands."""
-    from attn.traces.sets.analyze import recheck
+    from attn.traces.sets.recheck import recheck
 
     root = Path(__file__).resolve().parents[1] / "profiles"
     if not root.is_dir():

@@ -11,7 +11,8 @@ from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
 from attn.traces.common import artifacts
-from attn.traces.compare.diff import diff, main, render_diff, write_diffs
+from attn.traces.compare.diff import diff, render_diff, write_diffs
+from attn.traces.compare.gate import main
 from attn.traces.read.trace import TraceFormatError
 from attn.traces.sets.analyze import write_artifacts
 

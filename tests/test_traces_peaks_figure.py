@@ -9,7 +9,7 @@ import pytest
 
 from attn.traces.common.artifacts import BrokenSet
 from attn.traces.figures import peaks_figure
-from attn.traces.sets.analyze import recheck_peaks
+from attn.traces.sets.recheck import recheck_peaks
 
 PEAKS = {"fp32_fma_tflops": 0.5, "fp32_isa": "AVX512", "bf16_tflops": 8.0, "bf16_path": "amx",
          "triad_gbs": 20.0}  # fmt: skip

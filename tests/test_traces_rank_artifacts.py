@@ -14,8 +14,8 @@ from attn.traces.common import artifacts
 from attn.traces.common.artifacts import RefusedFolder
 from attn.traces.figures.overview import write_overview
 from attn.traces.ranks.folder import rank_traces
-from attn.traces.sets.analyze import recheck
 from attn.traces.sets.rank_artifacts import recheck_ranked, typical_range, write_ranked
+from attn.traces.sets.recheck import recheck
 
 SHAPE = {"batch": 2, "heads": 8, "seq_q": 1024, "seq_k": 1024, "head_dim": 64}
 

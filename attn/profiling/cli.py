@@ -328,7 +328,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
-    from attn.traces.sets.analyze import recheck
+    from attn.traces.sets.recheck import recheck
 
     changed = recheck(args.root, specs, write=not args.check)
     for row in changed:

@@ -19,6 +19,4 @@ folders before it (tests/test_traces_layers.py holds them to it):
 from attn.traces.diagnosis.diagnose import diagnose
 from attn.traces.read.trace import read_trace
 
-LAYERS = ("read", "common", "figures", ("claims", "ranks", "compare"), ("diagnosis", "sets"))
-
-__all__ = ["LAYERS", "diagnose", "read_trace"]
+__all__ = ["diagnose", "read_trace"]

@@ -1,6 +1,6 @@
 """What changed between two runs: ops, kernels, memcpys and memsets per forward, and peak memory.
 
-python -m attn.traces.compare.diff A B [--fail-on RULES] [--json OUT] [--range NAME] [--all]
+python -m attn.traces.compare A B [--fail-on RULES] [--json OUT] [--range NAME] [--all]
 
 A and B are variant folders (`profiles/cpu/naive`, holding trace.json.gz and summary.json), any
 two trace files (`.json` or `.json.gz`), or two sets of variant folders (attn.traces.compare.gate, which
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -355,14 +354,3 @@ def print_diff(data: dict, everything: bool = False) -> None:
     from rich.markdown import Markdown
 
     Console().print(Markdown(render_diff(data, everything)))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line, gate and all (attn.traces.compare.gate builds on this module)."""
-    from attn.traces.compare.gate import main as gate_main
-
-    return gate_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -322,7 +322,7 @@ def _rules_arg(text: str) -> list[Rule]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """diff's arguments, for `python -m attn.profiling diff` and `python -m attn.traces.compare.diff`."""
+    """diff's arguments, for `python -m attn.profiling diff` and `python -m attn.traces.compare`."""
     parser.add_argument(
         "a", type=Path, metavar="A", help="the run before: a variant folder, a trace, or a set"
     )
@@ -376,9 +376,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result["passed"] is False else 0
 
 
-def main(
-    argv: Sequence[str] | None = None, prog: str = "python -m attn.traces.compare.diff"
-) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m attn.traces.compare") -> int:
     parser = argparse.ArgumentParser(
         prog=prog, description=DESCRIPTION, epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attn.traces.diagnosis.calls import Call
 from attn.traces.read import patterns
 from attn.traces.read.trace import EPS_US, KERNEL, Trace
-
-if TYPE_CHECKING:
-    from attn.traces.diagnosis.calls import Call
 
 ATTENTION, OTHER = "attention", "other"
 UNATTRIBUTED_SHARE = 0.01  # kernels under this share of the device time are not listed

@@ -15,13 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn.traces.diagnosis import device_work
-from attn.traces.diagnosis.calls import (
-    Call,
-    attention_rows,
-    find_calls,
-    layout_kernels,
-    trace_device_us,
-)
+from attn.traces.diagnosis.call_table import attention_rows, layout_kernels, trace_device_us
+from attn.traces.diagnosis.calls import Call, find_calls
 from attn.traces.diagnosis.findings import findings
 from attn.traces.ranks.folder import imbalance, rank_traces, read_ranks
 from attn.traces.read import trace_lint

@@ -27,6 +27,7 @@ from attn.traces.ranks.folder import imbalance, read_ranks
 from attn.traces.ranks.rank_timeline import draw_ranks
 from attn.traces.read.patterns import RING_BLOCK_OP
 from attn.traces.read.trace import FORWARD_RANGE, Trace, device_name_of
+from attn.traces.sets.analyze import MEASURED, summarize, write_artifacts
 
 # A rank's per-forward numbers, from its own summary: the straggler's are the variant's.
 PER_FORWARD = ("device_type", "device_name", "range", "forwards", "cpu_time_us", "device_time_us",
@@ -56,8 +57,6 @@ def _rank_numbers(summary: dict) -> dict:
 def _write_rank(trace: Trace, row: dict, *, out: Path, base: dict, tables: dict[int, str]) -> dict:
     """In a worker: the rank's folder out/rank<r>/ as analyze writes a trace's; its numbers back,
     and the lanes of each range for the figure (of the middle one past LANES_KEPT ranges)."""
-    from attn.traces.sets.analyze import write_artifacts  # which imports this module's recheck
-
     rank, named = row["rank"], base.get("device_name") or device_name_of(trace.raw)
     summary = write_artifacts(
         trace, out / f"rank{rank}", base={**base, "device_name": named, "rank": rank},
@@ -136,8 +135,6 @@ def write_ranked(
 
 def _fresh_rank(trace: Trace, row: dict, *, folder: Path) -> dict:
     """In a worker: a rank's stored summary, and the same measured again from its trace."""
-    from attn.traces.sets.analyze import MEASURED, summarize  # which imports this module's recheck
-
     path = folder / f"rank{row['rank']}" / artifacts.SUMMARY
     stored = json.loads(path.read_text())
     fresh, _ = summarize(
