@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_traces_scrub import scrub_trace
 
 import attn
 from attn import specs
@@ -19,7 +20,6 @@ from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import hardware_slug
 from attn.profiling.run import ProfilingError, finish_set, profile_variant
 from attn.traces.figures import timeline
-from attn.traces.read.scrub import scrub_trace
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
 FILES = {"summary.json", "trace.json.gz", "table.txt", "table.md", "timeline.svg"}

@@ -153,7 +153,7 @@ def test_without_cpu_counters_a_load_above_the_core_count_is_busy(monkeypatch):
     assert load_over(quiet, quiet)["busy"] is False
     load = load_over(quiet, {"load_avg": [9.0, 1, 1], "ticks": None})
     assert load["busy"] is True and load["others_share"] is None
-    assert busy_line(load).startswith("busy machine: load average 9.00 on 2 cores")
+    assert busy_line(load).startswith("busy machine: a load average of 9.00 on 2 cores")
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")

@@ -10,12 +10,14 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from test_traces_scrub import scrub_trace
 
 from attn.traces.claims.trace_checks import Evidence
 from attn.traces.figures.timeline import MIXED_COLOR, draw_timeline
 from attn.traces.read import scrub
-from attn.traces.read.scrub import Scrubber, scrub_trace, write_trace
-from attn.traces.read.trace import Trace, TraceFormatError, load_trace, per_forward, read_trace
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.scrub import Scrubber, write_trace
+from attn.traces.read.trace import Trace, TraceFormatError, load_trace, read_trace
 from attn.traces.sets.analyze import ANALYSIS_STEPS, LISTED, summarize, write_artifacts
 
 REAL = Path(__file__).parent / "fixtures" / "realtraces"

@@ -35,7 +35,8 @@ from attn.traces.claims.shape_checks import (
 )
 from attn.traces.claims.trace_checks import Evidence
 from attn.traces.read.patterns import FUSED_CPU
-from attn.traces.read.trace import Trace, forwards, load_trace, per_forward
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.trace import Trace, forwards, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 EQUAL_HEADS = ProfileConfig(

@@ -9,14 +9,8 @@ import attn
 from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.traces.read.trace import (
-    Trace,
-    TraceFormatError,
-    depths,
-    forwards,
-    per_forward,
-    top_level,
-)
+from attn.traces.read.range_counts import depths, per_forward, top_level
+from attn.traces.read.trace import Trace, TraceFormatError, forwards
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -278,7 +272,7 @@ def test_kernels_whose_launch_is_missing_among_a_ranges_make_its_counts_unknown(
 
 @pytest.mark.parametrize("size", [None, "12x", [1, 2], 1.5])
 def test_a_memory_event_whose_size_is_not_bytes_is_named(size):
-    from attn.traces.read.trace import memory_events
+    from attn.traces.read.range_counts import memory_events
 
     raw = {"traceEvents": [{"name": "[memory]", "ph": "i", "ts": 5,
                             "args": {"Device Type": 0, "Bytes": size}}]}  # fmt: skip

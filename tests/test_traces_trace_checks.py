@@ -36,7 +36,8 @@ from attn.traces.claims.trace_checks import (
     top_level_ops,
 )
 from attn.traces.read.patterns import FLASH_KERNEL, FLEX_CPU_KERNEL, TRIL_KERNEL
-from attn.traces.read.trace import Trace, forwards, per_forward
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.trace import Trace, forwards
 from attn.traces.sets.analyze import summarize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"

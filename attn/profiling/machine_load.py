@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from attn.traces.common.busy import how_busy
+
 BUSY_SHARE = 0.25  # other work took at least a quarter of the machine's CPU time
 LOOK_S = 0.5  # how long the look before a run watches the machine
 
@@ -82,13 +84,8 @@ def load_before_a_run() -> dict:
 
 def busy_line(load: dict) -> str | None:
     """One line when a load says the machine is busy, else None."""
-    if not load.get("busy"):
+    if (what := how_busy([load])) is None:
         return None
-    if load.get("others_share") is not None:
-        what = f"other work used {load['others_share']:.0%} of its {load['cpu_count']} cores"
-    else:
-        worst = max((x or [0])[0] for x in (load["load_avg_before"], load["load_avg_after"]))
-        what = f"load average {worst:.2f} on {load['cpu_count']} cores"
     return (
         f"busy machine: {what}; times will be slower and more spread than on an idle machine "
         "(the set is stamped busy)"

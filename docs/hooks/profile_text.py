@@ -24,6 +24,7 @@ from attn.traces.claims.figure_tables import (
 )
 from attn.traces.common import artifacts, intervals
 from attn.traces.common import markdown as md
+from attn.traces.common.busy import how_busy
 from attn.traces.common.units import bytes_text, count_text, time_text
 from attn.traces.figures.svg import text_width
 from attn.traces.figures.timeline import short_name
@@ -87,20 +88,9 @@ def speedup_text(base: dict | None, t: dict | None) -> str | None:
 def busy_line(hw: dict) -> str | None:
     """One line when the set was made on a busy machine: other work's share of its CPU time (a
     load average above its core count, where a set predates that count)."""
-    loads = [hw["env"].get("load"), (hw.get("timing") or {}).get("load")]
-    busy = [x for x in loads if isinstance(x, dict) and x.get("busy")]
-    if not busy:
+    what = how_busy([hw["env"].get("load"), (hw.get("timing") or {}).get("load")])
+    if what is None:
         return None
-    cores = busy[0].get("cpu_count")
-    shares = [x["others_share"] for x in busy if isinstance(x.get("others_share"), (int, float))]
-    if shares:
-        what = f"other work used {max(shares):.0%} of its {cores} cores"
-    else:
-        most = max(
-            max((x.get("load_avg_before") or [0])[0], (x.get("load_avg_after") or [0])[0])
-            for x in busy
-        )
-        what = f"a load average of {most:.2f} on {cores} cores"
     return (
         f"**Busy machine:** {what} while this set was made; its times are slower and wider than "
         "on an idle machine."

@@ -11,7 +11,8 @@ from attn.traces.claims.claim import Check
 from attn.traces.claims.trace_checks import Evidence
 from attn.traces.common.units import ELEMENT_BYTES, bytes_text
 from attn.traces.read.patterns import CLONE, COPY, MUL, REPEAT_INTERLEAVE, SOFTMAX_OPS
-from attn.traces.read.trace import CPU_DEVICE_TYPE, memory_events
+from attn.traces.read.range_counts import memory_events
+from attn.traces.read.trace import CPU_DEVICE_TYPE
 
 NO_SHAPES = "input shapes not recorded (the trace was taken without record_shapes)"
 

@@ -12,7 +12,8 @@ from attn.traces.common import intervals
 from attn.traces.common.units import time_text
 from attn.traces.read.backward import as_forward
 from attn.traces.read.patterns import COPY_KERNEL, NUMBERED_COMPILED_REGION
-from attn.traces.read.trace import BACKWARD_RANGE, KERNEL, Forward, top_level
+from attn.traces.read.range_counts import top_level
+from attn.traces.read.trace import BACKWARD_RANGE, KERNEL, Forward
 
 
 @dataclasses.dataclass

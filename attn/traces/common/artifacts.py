@@ -127,6 +127,18 @@ def hardware_dirs(root: Path) -> list[Path]:
     )
 
 
+def ran(variant_folder: Path) -> bool:
+    """Whether a variant ran: its trace is there and its summary, if any, does not say it could
+    not run. A summary that cannot be read counts as ran, so that what reads it next names it."""
+    if not (Path(variant_folder) / TRACE).is_file():
+        return False
+    try:
+        summary = json.loads((Path(variant_folder) / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return True
+    return not isinstance(summary, dict) or bool(summary.get("available", True))
+
+
 def read_summary(path: Path) -> dict:
     """A variant's summary.json; BrokenSet naming it when it is not a JSON object (cut short)."""
     try:

@@ -23,7 +23,8 @@ from attn.traces.common.markdown import code, text
 from attn.traces.common.units import count_text, time_text
 from attn.traces.figures.table import aggregate
 from attn.traces.read import patterns
-from attn.traces.read.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, per_forward, read_trace
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, read_trace
 
 KINDS = {"op": "op", KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 KIND_ORDER = {"memcpy": 0, "memset": 1, "kernel": 2, "op": 3}
@@ -34,7 +35,7 @@ TOTALS = (
 )  # fmt: skip
 COUNTS = ("forwards", "ops_per_forward", "kernels_per_forward", "memcpy_per_forward",
           "memset_per_forward")  # fmt: skip
-_EPS = 1e-9  # calls per forward are means over ranges: floats
+CALLS_EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
 def _summary(path: Path) -> dict:
@@ -113,11 +114,11 @@ def _by_name(fwds: list) -> dict[tuple[str, str], dict]:
 
 
 def _change(calls_a: float, calls_b: float) -> str:
-    if calls_a <= _EPS:
+    if calls_a <= CALLS_EPS:
         return "added"
-    if calls_b <= _EPS:
+    if calls_b <= CALLS_EPS:
         return "removed"
-    return "same" if abs(calls_a - calls_b) <= _EPS else "changed"
+    return "same" if abs(calls_a - calls_b) <= CALLS_EPS else "changed"
 
 
 def compare(a: dict, b: dict) -> list[dict]:
@@ -230,29 +231,12 @@ def diff_name(a: str, b: str) -> str:
     return f"{a}__{b}.json"
 
 
-def write_diff(folder_a: Path, folder_b: Path, out: Path) -> dict:
-    """Diff two runs and write the result to `out` atomically, with its Markdown for the site."""
-    data = diff(folder_a, folder_b)
-    data["markdown"] = render_diff(data)  # so the docs hook shows it without measuring code
-    write_json(Path(out), data)
-    return data
-
-
-def _ran(folder: Path) -> bool:
-    summary = folder / artifacts.SUMMARY
-    return (
-        (folder / artifacts.TRACE).is_file()
-        and summary.is_file()
-        and bool(json.loads(summary.read_text()).get("available", True))
-    )
-
-
 def diffs_of(hardware_folder: Path, pairs: Sequence[tuple[str, str]]) -> list[tuple[Path, dict]]:
     """(where, the diff with its Markdown) for each pair (the specs name them) whose sides both ran."""
     folder = Path(hardware_folder)
     found = []
     for a, b in pairs:
-        if _ran(folder / a) and _ran(folder / b):
+        if artifacts.ran(folder / a) and artifacts.ran(folder / b):
             data = diff(folder / a, folder / b)
             data["markdown"] = render_diff(data)  # so the docs hook shows it without measuring code
             found.append((folder / artifacts.DIFF_DIR / diff_name(a, b), data))

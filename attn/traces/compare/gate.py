@@ -21,7 +21,7 @@ from attn.traces.common import artifacts, intervals
 from attn.traces.common.atomic import RefusedOutput, check_output, write_json
 from attn.traces.common.terminal import say
 from attn.traces.common.units import bytes_text, count_text
-from attn.traces.compare.diff import KIND_ORDER, diff, name_rank, print_diff
+from attn.traces.compare.diff import CALLS_EPS, KIND_ORDER, diff, name_rank, print_diff
 from attn.traces.read.scrub import Scrubber
 from attn.traces.read.trace import TraceFormatError
 
@@ -37,7 +37,6 @@ RULES = {  # --fail-on NAME: what fails the gate
 }
 KIND = {"ops": "op", "kernels": "kernel", "memcpy": "memcpy", "memset": "memset"}
 WITH_SHARE = ("peak", "time")
-_EPS = 1e-9  # calls per forward are means over ranges: floats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,17 +84,6 @@ def line(found: dict) -> str:
 # --- what is compared: two runs, or two sets variant by variant ----------------------------------
 
 
-def _ran(vdir: Path) -> bool:
-    """A variant folder whose trace is there and whose summary (if any) does not say it could not run."""
-    if not (vdir / artifacts.TRACE).is_file():
-        return False
-    try:
-        summary = json.loads((vdir / artifacts.SUMMARY).read_text())
-    except (OSError, ValueError):  # none, or a broken one diff will name
-        return True
-    return not isinstance(summary, dict) or bool(summary.get("available", True))
-
-
 def _is_set(path: Path) -> bool:
     """A folder of variant folders (`profiles/<hardware>/`, or the examples' `runs/`)."""
     if (
@@ -126,7 +114,7 @@ def pairs_of(a: Path, b: Path) -> tuple[list[tuple[Path, Path]], list[str], list
         raise TraceFormatError(
             f"{one} is a set of variants and {other} is not: give two sets, or two runs"
         )
-    ran_a, ran_b = ({p.name for p in _subdirs(s) if _ran(p)} for s in (a, b))
+    ran_a, ran_b = ({p.name for p in _subdirs(s) if artifacts.ran(p)} for s in (a, b))
     both = sorted(ran_a & ran_b)
     if not both:
         raise TraceFormatError(f"no variant ran in both {a} and {b}: nothing to compare")
@@ -182,7 +170,7 @@ def row_findings(label: str, rows: list[dict], rule: Rule) -> list[dict]:
         if rule.name == "counts":
             hit = r["change"] != "same"
         else:
-            hit = r["kind"] == KIND[rule.name] and r["calls_b"] > r["calls_a"] + _EPS
+            hit = r["kind"] == KIND[rule.name] and r["calls_b"] > r["calls_a"] + CALLS_EPS
         if hit:
             text = (
                 f"{r['name']} ({r['kind']}) {count_text(r['calls_a'])} -> "

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from attn.traces.diagnosis.calls import Call
+from attn.traces.diagnosis.calls import Call, launched
 from attn.traces.read import patterns
 from attn.traces.read.trace import EPS_US, KERNEL, Trace
 
@@ -148,3 +148,8 @@ def unattributed(trace: Trace, calls: list[Call], least: float = UNATTRIBUTED_SH
             }
         )
     return found
+
+
+def under(trace: Trace, row: int) -> float:
+    """The device time of the work launched inside an op."""
+    return float(trace.dur[launched(trace, row, trace.ts[row], trace.end[row])].sum())

@@ -61,9 +61,9 @@ def _einsum(args: dict, operands: list[list[int]]) -> list[int] | None:
 def product_output(name: str, args: dict) -> list[int] | None:
     """The shape a product (matmul, bmm, mm, baddbmm, einsum) writes, from its recorded inputs."""
     dims = [d for d in tensor_dims(args) if d]
-    if name == "aten::einsum":
+    if name == patterns.EINSUM:
         return _einsum(args, dims)
-    if name == "aten::baddbmm":
+    if name == patterns.BADDBMM:
         dims = dims[1:]
     if len(dims) < 2 or len(dims[0]) < 2 or len(dims[1]) < 2 or dims[0][-1] != dims[1][-2]:
         return None

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import re
 from collections.abc import Callable
 
 import numpy as np
 
 from attn.traces.common.units import (
-    PROFILER_DTYPES,
-    RECORDED_BYTES,
     bytes_text,
     count_text,
     time_text,
 )
 from attn.traces.diagnosis import device_work, eager_scores
+from attn.traces.diagnosis import recorded_inputs as recorded
 from attn.traces.diagnosis.calls import (
     BACKWARD,
     FORWARD,
@@ -39,11 +37,6 @@ from attn.traces.diagnosis.calls import (
 )
 from attn.traces.read import patterns
 from attn.traces.read.trace import MEMCPY, Trace
-
-# Ops on the scores that must write a new tensor, or have a finding of their own.
-NOT_NEW_SCORES = (patterns.MASKED_FILL, "aten::dropout", "aten::softmax", "aten::_softmax")
-# Ops whose input may share the scores' last two dims without being a mask: views, projections.
-NOT_MASK_WORK = patterns.BOOKKEEPING_OPS | {"aten::linear", "aten::addmm", *patterns.MATMUL_OPS}
 
 Detector = Callable[[Trace, list[Call]], tuple["int | None", "str | None"]]
 NO_CPU_OPS = "the trace has no CPU ops (recorded with the GPU activity only)"
@@ -138,22 +131,22 @@ def _out_of_place_scores(trace: Trace, calls: list[Call]) -> tuple[int, str | No
     rows = [r for c in mine for r in found[id(c)]]
     names = ", ".join(dict.fromkeys(trace.name[r] for r in rows))
     detail = f"{len(rows)} in {len(mine)} call(s) ({names})"
-    largest = max(mine, key=lambda c: _bytes(trace, c.softmax, 0) or 0)
-    if size := _bytes(trace, largest.softmax, 0):
+    largest = max(mine, key=lambda c: recorded.input_bytes(trace, c.softmax, 0) or 0)
+    if size := recorded.input_bytes(trace, largest.softmax, 0):
         shape = eager_scores.softmax_input(trace, largest.softmax)
         detail += f"; each writes a new score matrix, up to {shape} ({bytes_text(size)})"
     if trace.has_device_activity:
-        us = sum(_under(trace, r) for r in rows) / len(mine)
+        us = sum(device_work.under(trace, r) for r in rows) / len(mine)
         detail += f"; {time_text(us)} per call on the device"
     return len(rows), detail
 
 
 def _writes_new(trace: Trace, row: int) -> bool:
     name = trace.name[row]
-    if name.endswith("_") or name in patterns.MATMUL_OPS or name in NOT_NEW_SCORES:
+    if name.endswith("_") or name in patterns.MATMUL_OPS or name in patterns.NOT_NEW_SCORES:
         return False
     if trace.has_device_activity:
-        return _under(trace, row) > 0
+        return device_work.under(trace, row) > 0
     kids = inside(trace, row, trace.ts[row], trace.end[row])
     return name not in patterns.MAYBE_NO_OP or len(kids) > 1  # a cast copies in _to_copy
 
@@ -329,7 +322,7 @@ def _head_dim_padding(trace: Trace, calls: list[Call]) -> tuple[int, str | None]
     said = ", ".join(f"{a} to {b}" if b else f"{a} (padded)" for a, b in sorted(widths, key=str))
     detail = f"head dim {said}"
     if trace.has_device_activity:
-        pad = sum(_under(trace, r) for r in found) / len(calls)
+        pad = sum(device_work.under(trace, r) for r in found) / len(calls)
         attention = sum(device_us(trace, c) for c in calls) / len(calls)
         detail += f"; the padding takes {time_text(pad)} per call, the call {time_text(attention)}"
     return len(found), detail
@@ -369,7 +362,7 @@ def _mask_padded(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
         return 0, None
     detail = f"the mask {', '.join(sorted(masks))}"
     if trace.has_device_activity:
-        pad = sum(_under(trace, r) for r in pads) / len(found)
+        pad = sum(device_work.under(trace, r) for r in pads) / len(found)
         kernel = sum(
             float(trace.dur[device_work.attention_kernels(trace, c)].sum()) for c in found
         ) / len(found)
@@ -414,11 +407,13 @@ def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     built = [found for key, found in sized.items() if key in often]
     if not built:
         return count, None
-    r, dims, dtype = max((f for found in built for f in found), key=lambda f: _size(*f[1:]))
-    size = bytes_text(_size(dims, dtype))
+    r, dims, dtype = max(
+        (f for found in built for f in found), key=lambda f: recorded.tensor_bytes(*f[1:])
+    )
+    size = bytes_text(recorded.tensor_bytes(dims, dtype))
     detail = f"a {dims} {dtype} tensor ({size}) in {len(built)} call(s)"
     if trace.has_device_activity:
-        us = sum(_under(trace, r) for found in built for r, _, _ in found) / len(built)
+        us = sum(device_work.under(trace, r) for found in built for r, _, _ in found) / len(built)
         detail += f", {time_text(us)} of device work per call"
     return count, detail
 
@@ -434,39 +429,21 @@ def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int]
     found = []
     for r in outermost(trace, c.row, c.region_start, end):
         name = trace.name[r]
-        if r in own or name in NOT_MASK_WORK:
+        if r in own or name in patterns.NOT_MASK_WORK:
             continue
-        if trace.has_device_activity and not _under(trace, r):
+        if trace.has_device_activity and not device_work.under(trace, r):
             continue
         if re.search(patterns.FACTORY_OPS, name):
-            made = _made(trace.args[r])
+            made = recorded.factory_shape(trace.args[r])
             found += [(r, *made)] if made and tuple(made[0][-2:]) == size else []
         elif not re.search(patterns.NEW_FROM_OPTIONS, name):
             dims = eager_scores.tensor_dims(trace.args[r])
             found += [
-                (r, d, _type(trace, r, i))
+                (r, d, recorded.input_type(trace, r, i))
                 for i, d in enumerate(dims)
                 if len(d) >= 2 and tuple(d[-2:]) == size
             ][:1]
     return found
-
-
-def _made(args: dict) -> tuple[list[int], str | None] | None:
-    """The shape and dtype a factory op was given (its concrete inputs: "[8, 1, 128, 128]", then
-    the dtype's number), where recorded."""
-    concrete = args.get("Concrete Inputs")
-    if not isinstance(concrete, list):
-        return None
-    for i, value in enumerate(concrete):
-        if isinstance(value, str) and re.fullmatch(r"\[\d+(, \d+)+\]", value):
-            dtype = concrete[i + 1] if i + 1 < len(concrete) else None
-            return [int(n) for n in value[1:-1].split(", ")], patterns.SCALAR_TYPES.get(dtype)
-    return None
-
-
-def _size(dims: list[int], dtype: str | None) -> int:
-    """The bytes of a tensor of this shape and recorded dtype (0 where the dtype is unknown)."""
-    return RECORDED_BYTES.get(dtype or "", 0) * math.prod(dims)
 
 
 def _score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
@@ -480,23 +457,6 @@ def _score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
     return None
 
 
-def _type(trace: Trace, row: int, index: int) -> str | None:
-    types = trace.args[row].get("Input type")
-    return types[index] if isinstance(types, list) and index < len(types) else None
-
-
-def _bytes(trace: Trace, row: int, index: int) -> int | None:
-    """The bytes of an op's input, from its recorded shape and dtype."""
-    dims = eager_scores.tensor_dims(trace.args[row])
-    size = RECORDED_BYTES.get(_type(trace, row, index) or "")
-    return None if size is None or index >= len(dims) else size * math.prod(dims[index])
-
-
-def _under(trace: Trace, row: int) -> float:
-    """The device time of the work launched inside an op."""
-    return float(trace.dur[launched(trace, row, trace.ts[row], trace.end[row])].sum())
-
-
 @finding(
     "math_fallback",
     "Make the inputs fit a fused backend (float16 or bfloat16, head_dim a multiple of 8 up to "
@@ -507,42 +467,12 @@ def _math_fallback(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     on_gpu = [c for c in calls if c.implementation == patterns.sdpa("math") and c.device_rows]
     if not on_gpu:
         return 0, None
-    if all(_inputs(trace.args[c.row]) is None for c in on_gpu):
+    if all(recorded.inputs(trace.args[c.row]) is None for c in on_gpu):
         return len(on_gpu), f"why cannot be read: {NO_SHAPES}"
-    reasons = dict.fromkeys(r for c in on_gpu for r in _refusals(trace.args[c.row]))
+    reasons = dict.fromkeys(r for c in on_gpu for r in recorded.fused_refusals(trace.args[c.row]))
     return len(on_gpu), "; ".join(reasons) or (
         "nothing in the recorded dtypes and shapes rules a fused backend out: was one pinned?"
     )
-
-
-def _inputs(args: dict) -> tuple[list, list] | None:
-    """(Input Dims, Input type) as the profiler records them, a list of int lists and a list of
-    names; None where absent or malformed (what cannot be read is not guessed at)."""
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    ints = lambda d: isinstance(d, list) and all(type(x) is int for x in d)  # noqa: E731
-    if not (isinstance(dims, list) and all(ints(d) for d in dims)):
-        return None
-    if not (isinstance(types, list) and all(isinstance(t, str) for t in types)):
-        return None
-    return dims, types
-
-
-def _refusals(args: dict) -> list[str]:
-    """What in SDPA's recorded inputs rules its fused backends out."""
-    dims, types = _inputs(args) or ([], [])
-    if len(dims) < 3 or len(types) < 3:
-        return []
-    found = []
-    if types[0] in ("float", "double"):
-        found.append(f"{types[0]} inputs (flash and cuDNN take float16 or bfloat16)")
-    if len(set(types[:3])) > 1:
-        found.append(f"q, k and v of different dtypes ({', '.join(map(str, types[:3]))})")
-    head_dim = dims[0][-1] if dims[0] else None
-    if head_dim and (head_dim > 256 or head_dim % 8):
-        found.append(f"head_dim {head_dim} (the fused kernels take multiples of 8 up to 256)")
-    if len(dims) > 3 and dims[3]:
-        found.append(f"an explicit attn_mask of shape {dims[3]}")
-    return found
 
 
 @finding(
@@ -557,7 +487,7 @@ def _math_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     (whose backward is fused too) could have run."""
     on_gpu = [c for c in calls if c.implementation == patterns.sdpa("math") and c.device_rows]
     forwards = [c.forward for c in on_gpu if c.forward is not None and c.forward.row is not None]
-    reasons = dict.fromkeys(r for f in forwards for r in _refusals(trace.args[f.row]))
+    reasons = dict.fromkeys(r for f in forwards for r in recorded.fused_refusals(trace.args[f.row]))
     return len(on_gpu), "; ".join(reasons) or None
 
 
@@ -577,21 +507,15 @@ def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
         return None, NO_SHAPES if any(c.row is not None for c in calls) else NO_DTYPE
     found = sum(t == "float32" for t in types)
     by_name = sum(
-        t == "float32" and not _recorded(trace, c) for t, c in zip(types, on_gpu, strict=True)
+        t == "float32" and not recorded.first_input_dtype(trace, c)
+        for t, c in zip(types, on_gpu, strict=True)
     )
     return found, (f"read from kernel names for {by_name} call(s)" if by_name else None)
 
 
-def _recorded(trace: Trace, c: Call) -> str | None:
-    """The dtype of the call's first input as the profiler recorded it, in torch's spelling."""
-    types = trace.args[c.row].get("Input type") if c.row is not None else None
-    first = types[0] if isinstance(types, list) and types else None
-    return PROFILER_DTYPES.get(first) if isinstance(first, str) else None
-
-
 def _dtype(trace: Trace, c: Call) -> str | None:
     """The call's dtype: recorded, else the first its attention kernels' names say."""
-    return _recorded(trace, c) or next(
+    return recorded.first_input_dtype(trace, c) or next(
         (
             t
             for d in device_work.attention_kernels(trace, c)

@@ -18,15 +18,8 @@ from attn.traces.common.markdown import visible
 from attn.traces.figures.svg import FONT_PT, WIDTH_IN, Panel, Text
 from attn.traces.figures.ticks import tick_values
 from attn.traces.read.patterns import CLONE, COPY
-from attn.traces.read.trace import (
-    DEVICE_CATEGORIES,
-    MEMCPY,
-    RUNTIME_CATEGORIES,
-    Event,
-    Forward,
-    depths,
-    runtime_kind,
-)
+from attn.traces.read.range_counts import depths, runtime_kind
+from attn.traces.read.trace import DEVICE_CATEGORIES, MEMCPY, RUNTIME_CATEGORIES, Event, Forward
 
 ROW_HEIGHT_IN = 0.32
 COPY_COLOR = "#d62728"  # clones, copies and Memcpys: what the naive-vs-in-place lesson is about

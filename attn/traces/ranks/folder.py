@@ -28,11 +28,6 @@ from attn.traces.read.trace import Trace, TraceFormatError, read_trace
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-def is_rank_folder(path: Path) -> bool:
-    """A folder given where a trace is expected: read as a folder of ranks."""
-    return Path(path).is_dir()
-
-
 def rank_traces(folder: Path) -> list[Path]:
     """The traces of a folder of ranks: ours (rank<r>/trace.json.gz) in rank order, else the
     folder's .json and .json.gz files by name."""

@@ -7,14 +7,8 @@ the tensors autograd saved for the backward (measured with saved_tensors_hooks: 
 
 from __future__ import annotations
 
-from attn.traces.read.trace import (
-    BACKWARD_RANGE,
-    Forward,
-    Trace,
-    memory_events,
-    peak_of,
-    per_forward,
-)
+from attn.traces.read.range_counts import memory_events, peak_of, per_forward
+from attn.traces.read.trace import BACKWARD_RANGE, Forward, Trace
 
 SAVED_KEY = "attn_saved_for_backward"  # in the trace, beside the profiler's own top-level keys
 MEASURED_WITH = "torch.autograd.graph.saved_tensors_hooks, each storage counted once"

@@ -30,7 +30,9 @@ TUTORIAL_KERNEL = r"^_attn_fwd\w*$|^_fwd_kernel\w*$"  # Triton's tutorial names 
 GENERATED = r"^(graph_\d+_)?(cpp|triton)_\w+|" + FLEX_CPU_KERNEL
 ANY_COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph)"
 # The eager pattern: a product, a softmax, a product. Generated softmaxes count (compiled eager).
-MATMUL_OPS = ("aten::matmul", "aten::bmm", "aten::mm", "aten::baddbmm", "aten::einsum")
+BADDBMM = "aten::baddbmm"  # a product whose first input is added: its output is the last two's
+EINSUM = "aten::einsum"  # a product its equation spells
+MATMUL_OPS = ("aten::matmul", "aten::bmm", "aten::mm", BADDBMM, EINSUM)
 SOFTMAX = r"^aten::(_safe_)?_?softmax$|^(graph_\d+_)?(cpp|triton)_\w*fused_\w*(?<!log)_softmax"
 REPEAT_OPS = ("aten::repeat_interleave", "aten::repeat")
 # A device synchronize: the CPU waits for the GPU (cudaStreamWaitEvent is GPU-side, not this).
@@ -229,6 +231,10 @@ COPY_OPS = (
 )  # an op copies memory if one of these runs under it (copy_ launches its work)
 CONTIGUOUS = "aten::contiguous"
 MASKED_FILL = "aten::masked_fill"  # out of place: masked_fill_ is the in-place one
+# Ops on the scores that must write a new tensor, or have a finding of their own.
+NOT_NEW_SCORES = (MASKED_FILL, "aten::dropout", "aten::softmax", "aten::_softmax")
+# Ops whose input may share the scores' last two dims without being a mask: views, projections.
+NOT_MASK_WORK = BOOKKEEPING_OPS | {"aten::linear", "aten::addmm", *MATMUL_OPS}
 EXPAND = "aten::expand"  # made contiguous after, a repeat of K and V
 MATMUL = "aten::matmul"  # broadcasts K and V over the heads, and copies them to do it
 MASK_OPS = ("aten::tril", "aten::triu")  # a causal mask, built

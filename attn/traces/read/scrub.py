@@ -210,17 +210,6 @@ class Scrubber:
         return value
 
 
-def scrub_trace(
-    trace: dict, paths: list[str] | None = None, names: list[str] | None = None
-) -> dict:
-    """A copy of the Chrome trace with local paths and host and user names redacted."""
-    scrubber = Scrubber(paths, names)
-    scrubber.learn_from({k: v for k, v in trace.items() if k != "traceEvents"})
-    cleaned = scrubber.value(trace)
-    cleaned["traceName"] = "trace.json"  # the exporter writes the file's absolute path here
-    return cleaned
-
-
 def _dumps(value) -> bytes:
     try:
         return orjson.dumps(value)

@@ -20,8 +20,9 @@ from attn.traces.common.atomic import atomic_folder
 from attn.traces.figures import timeline
 from attn.traces.figures.table import markdown_table
 from attn.traces.read.backward import summarize_backward
+from attn.traces.read.range_counts import per_forward
 from attn.traces.read.scrub import Scrubber, write_trace
-from attn.traces.read.trace import FIRST_CALLS_KEY, Forward, Trace, parse, per_forward
+from attn.traces.read.trace import FIRST_CALLS_KEY, Forward, Trace, parse
 
 ANALYSIS_STEPS = ("counting", "tabling", "drawing", "writing")  # what write_artifacts tells
 # summary.json lists the first forward's kernels and top-level ops up to this many: a training
