@@ -7,7 +7,7 @@ its chapter, its entry here and its nav line in mkdocs.yml.
 
 A claim is keyed by a short name unique within its variant; a chapter shows it with
 `<!-- profile-claim: VARIANT KEY -->`. Claims are data built from the checks in attn.traces (logic),
-and every op or kernel name they match by pattern comes from attn.traces.patterns.
+and every op or kernel name they match by pattern comes from attn.traces.read.patterns.
 """
 
 from __future__ import annotations
@@ -18,16 +18,76 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from attn.traces.benchmark_checks import (
+from attn.traces.claims.benchmark_checks import (
     BenchmarkClaim,
     bound_by,
     keeps_times,
     ratio_to_baseline_below,
     slower_than,
 )
-from attn.traces.claims import Claim, both
-from attn.traces.dispatch_checks import ran, refused
-from attn.traces.patterns import (
+from attn.traces.claims.claim import Claim, both
+from attn.traces.claims.dispatch_checks import ran, refused
+from attn.traces.claims.public_checks import (
+    attention_share,
+    diagnosed,
+    each_op_launches,
+    kernels_launched_under,
+    kinds_apart,
+    longest_kernel,
+    op_chain,
+    reported_on_every_call,
+)
+from attn.traces.claims.rank_checks import (
+    RankClaim,
+    blocks_per_rank,
+    imbalance_above,
+    imbalance_below,
+    sends_carry_a_kv_block,
+    sends_per_rank,
+    straggler_is,
+)
+from attn.traces.claims.shape_checks import (
+    INPUT_SIZED,
+    ROW_STATISTIC,
+    SCORE_SIZED,
+    copies_of_scores_and_scalar,
+    frees_a_score_matrix,
+    keeps,
+    never_on_scores,
+    on_scores,
+    only_scalar_copies,
+    passes_over_scores,
+    peak_holds_the_copies,
+    peak_in_score_matrices,
+    repeat_copies,
+    score_sized_input,
+)
+from attn.traces.claims.step_checks import profiled_over_timed
+from attn.traces.claims.trace_checks import (
+    END,
+    absent,
+    backward_over_forward,
+    cold_call_costs_more,
+    compile_costs_forwards,
+    copy_kernels,
+    costs_more,
+    generated_kernel,
+    in_backward,
+    kernel_count,
+    kernel_matching,
+    launched_with,
+    longest_gaps,
+    memcpys,
+    one_kernel_matching,
+    only_under,
+    op_under,
+    ops_per_forward,
+    present,
+    runs_a_recompilation,
+    second_call_cheaper,
+    top_level_ops,
+)
+from attn.traces.read.patterns import (
     AOTRITON_KERNEL,
     CUDNN_KERNEL,
     CUTLASS_KERNEL,
@@ -53,66 +113,6 @@ from attn.traces.patterns import (
     SOFTMAX_OPS,
     TRIL_KERNEL,
     exactly,
-)
-from attn.traces.public_checks import (
-    attention_share,
-    diagnosed,
-    each_op_launches,
-    kernels_launched_under,
-    kinds_apart,
-    longest_kernel,
-    op_chain,
-    reported_on_every_call,
-)
-from attn.traces.rank_checks import (
-    RankClaim,
-    blocks_per_rank,
-    imbalance_above,
-    imbalance_below,
-    sends_carry_a_kv_block,
-    sends_per_rank,
-    straggler_is,
-)
-from attn.traces.shape_checks import (
-    INPUT_SIZED,
-    ROW_STATISTIC,
-    SCORE_SIZED,
-    copies_of_scores_and_scalar,
-    frees_a_score_matrix,
-    keeps,
-    never_on_scores,
-    on_scores,
-    only_scalar_copies,
-    passes_over_scores,
-    peak_holds_the_copies,
-    peak_in_score_matrices,
-    repeat_copies,
-    score_sized_input,
-)
-from attn.traces.step_times import profiled_over_timed
-from attn.traces.trace_checks import (
-    END,
-    absent,
-    backward_over_forward,
-    cold_call_costs_more,
-    compile_costs_forwards,
-    copy_kernels,
-    costs_more,
-    generated_kernel,
-    in_backward,
-    kernel_count,
-    kernel_matching,
-    launched_with,
-    longest_gaps,
-    memcpys,
-    one_kernel_matching,
-    only_under,
-    op_under,
-    ops_per_forward,
-    present,
-    runs_a_recompilation,
-    second_call_cheaper,
-    top_level_ops,
 )
 
 if TYPE_CHECKING:

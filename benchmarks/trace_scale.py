@@ -35,7 +35,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
 from attn.profiling.flags import positive  # noqa: E402
-from attn.traces.reading import available_memory  # noqa: E402
+from attn.traces.read.reading import available_memory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # Below this many events a process is mostly its start and imports: a ratio would say nothing.

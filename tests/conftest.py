@@ -116,8 +116,8 @@ def cpu_evidence():
     from attn import specs
     from attn.profiling.capture import capture
     from attn.profiling.config import ProfileConfig
-    from attn.traces.analyze import summarize
-    from attn.traces.trace_checks import Evidence
+    from attn.traces.claims.trace_checks import Evidence
+    from attn.traces.sets.analyze import summarize
 
     tiny = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
     found = {}

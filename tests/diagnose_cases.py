@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from attn.traces.diagnose import diagnose  # noqa: F401 (the test modules import it from here)
-from attn.traces.trace import Trace, load_trace
+from attn.traces.diagnosis.diagnose import diagnose  # noqa: F401 (the test modules import it from here)
+from attn.traces.read.trace import Trace, load_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402

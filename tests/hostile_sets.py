@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from attn.traces import layout
+from attn.traces.common import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "profiles/cpu-amd-epyc"
@@ -38,17 +38,17 @@ def small_set(root: Path) -> Path:
     with the diff between two of them, manifest rewritten; root/public: the traces of others."""
     folder = root / "cpu"
     folder.mkdir(parents=True)
-    for name in (layout.ENVIRONMENT, layout.TIMING, layout.OVERVIEW):
+    for name in (artifacts.ENVIRONMENT, artifacts.TIMING, artifacts.OVERVIEW):
         shutil.copy(COMMITTED / name, folder / name)
     for figure in ("benchmark", "decoding"):
         for ext in ("json", "svg"):
             shutil.copy(COMMITTED / f"{figure}.{ext}", folder / f"{figure}.{ext}")
     for name in VARIANTS:
         shutil.copytree(COMMITTED / name, folder / name)
-    (folder / layout.DIFF_DIR).mkdir()
+    (folder / artifacts.DIFF_DIR).mkdir()
     shutil.copy(COMMITTED / "diff/naive__inplace.json", folder / "diff/naive__inplace.json")
-    layout.write_manifest(folder)
-    shutil.copytree(ROOT / "profiles" / layout.PUBLIC_DIR, root / layout.PUBLIC_DIR)
+    artifacts.write_manifest(folder)
+    shutil.copytree(ROOT / "profiles" / artifacts.PUBLIC_DIR, root / artifacts.PUBLIC_DIR)
     return folder
 
 
@@ -120,10 +120,10 @@ REFUSED = {  # field kind -> (how the set carries it, what the refusal names)
         "environment.json: git_commit is",
     ),
     "environment load.cpu_count, HTML": (
-        _load(layout.ENVIRONMENT),
+        _load(artifacts.ENVIRONMENT),
         "environment.json: load.cpu_count is",
     ),
-    "timing load.cpu_count, HTML": (_load(layout.TIMING), "timing.json: load.cpu_count is"),
+    "timing load.cpu_count, HTML": (_load(artifacts.TIMING), "timing.json: load.cpu_count is"),
     "benchmark dtype": (_rows("benchmark", "dtype", ALERT), "benchmark.json: [0].dtype is"),
     "benchmark peaks, a text for a rate": (
         _rows("benchmark", "peaks", {"fp32_fma_tflops": ALERT}),
@@ -207,7 +207,7 @@ REFUSED = {  # field kind -> (how the set carries it, what the refusal names)
 def poison_text(root: Path) -> None:
     """Every free-text field a page shows, poisoned: a name or sentence a program chose."""
     cpu = root / "cpu"
-    put(cpu / layout.ENVIRONMENT, cpu_model=POISON, device_name=POISON)
+    put(cpu / artifacts.ENVIRONMENT, cpu_model=POISON, device_name=POISON)
     put(cpu / "sdpa_cudnn/summary.json", reason=POISON)
 
     def summary(s):

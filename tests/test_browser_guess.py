@@ -63,7 +63,7 @@ UNPINNED = {"unpinned-mask": "bool mask", "unpinned-dropout": "dropout"}
 def dispatch_values(kind: str, slug: str) -> list[str]:
     """A question answered from the dispatch figure: which backend ran each case of its inputs,
     as the answer prints it ("flash in every case (8)")."""
-    from attn.traces.dispatch import cases_text, short
+    from attn.traces.claims.dispatch_tables import cases_text, short
 
     path = ROOT / "profiles" / slug / "dispatch.json"
     if kind not in UNPINNED or not path.is_file():

@@ -203,7 +203,7 @@ TIMELINE_LABELS = """async () => {
 
 def test_a_timeline_opens_at_the_event_its_chapter_is_about(built_site, site_url, phone):  # noqa: F811
     """The event the screenshot selects, labelled on the timeline where the timeline holds it."""
-    from attn.traces.timeline import short_name
+    from attn.traces.figures.timeline import short_name
 
     checked, hidden = 0, []
     for path in pages_of(built_site):

@@ -14,7 +14,7 @@ import pytest
 from test_docs_hook import hook  # the hook, loaded once as MkDocs loads it
 
 from attn import specs
-from attn.traces import layout
+from attn.traces.common import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted((ROOT / "docs").rglob("*.md")) + [p for p in [ROOT / "README.md"] if p.exists()]
@@ -148,7 +148,7 @@ def test_every_marker_names_a_known_variant_claim_or_figure():
             kind, names = m["kind"], (m["args"] or "").split()
             assert kind in hook.RENDERERS, f"{path.name}: {m[0]} is no marker the hook knows"
             if kind == "profile-figure":
-                assert names and set(names) <= set(layout.FIGURES), f"{path}: {m[0]}"
+                assert names and set(names) <= set(artifacts.FIGURES), f"{path}: {m[0]}"
                 continue
             if kind in ("profile-env", "profile-glance", "profile-chapters", "profile-install"):
                 assert not names, f"{path.name}: {m[0]} takes no arguments"

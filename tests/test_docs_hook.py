@@ -1,7 +1,7 @@
 """The docs hook on a fake profiles tree: tab order, reasons, claims by key, markers, files to copy.
 
 Each fake hardware set is what a profile run leaves: variant folders and an index.json manifest
-written by attn.traces.layout, the same code a real run uses. The hook is loaded here, once, as
+written by attn.traces.common.artifacts, the same code a real run uses. The hook is loaded here, once, as
 MkDocs loads it (by path, its folder on sys.path); the other docs tests import `hook` and `sets`.
 """
 
@@ -23,11 +23,12 @@ import pytest
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import Files
-from test_traces_dispatch import cpu_rows  # dispatch.json's rows
+from test_traces_dispatch_tables import cpu_rows  # dispatch.json's rows
 from test_traces_figure_tables import BENCH  # benchmark.json's rows
 
 from attn import specs
-from attn.traces import layout, peaks_figure
+from attn.traces.common import artifacts
+from attn.traces.figures import peaks_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs/hooks"
@@ -135,14 +136,14 @@ def write_fake_profiles(root: Path) -> Path:
             _write(folder / "trace.json.gz", gzip.compress(b'{"traceEvents": []}'))
             if variant == "naive" and not on_gpu:
                 _write(folder / "viewer.png", PNG)
-        layout.write_manifest(root / slug)
+        artifacts.write_manifest(root / slug)
     return root
 
 
 def add_benchmark(folder: Path, rows: list[dict]) -> None:
     _write(folder / "benchmark.json", rows)
     _write(folder / "benchmark.svg", TIMELINE)
-    layout.write_manifest(folder)
+    artifacts.write_manifest(folder)
     sets.hardware_sets.cache_clear()  # the hook reads a set once per build
 
 
@@ -292,7 +293,10 @@ def test_an_excerpt_holds_the_files_own_lines_once_snippets_has_run(profiles):
             "attn/naive.py has no section 'backward'; its sections: forward",
         ),
         ("attn/naive.py", "'attn/naive.py' names no section: write PATH:SECTION"),
-        ("attn/traces/units.py:x", "attn/traces/units.py is not published, so the note cannot"),
+        (
+            "attn/traces/common/units.py:x",
+            "attn/traces/common/units.py is not published, so the note cannot",
+        ),
         ("README.md:x", "README.md: no fence language for its suffix"),
         ('attn/naive.py:forward "a" "b"', "one title in quotes and fence options"),
     ],
@@ -394,7 +398,7 @@ def test_first_calls_marker_shows_cold_beside_warm_or_says_a_set_did_not_measure
 def test_diff_marker_shows_the_diff_each_set_has(profiles):
     diff = {"a": {"label": "x"}, "b": {"label": "y"}, "notes": [], "rows": [], "headline": "less"}
     _write(profiles / "cpu/diff/naive__sdpa_cudnn.json", diff)
-    layout.write_manifest(profiles / "cpu")
+    artifacts.write_manifest(profiles / "cpu")
     out = expand("<!-- profile-diff: naive sdpa_cudnn -->", "sdpa.md", profiles)
     assert out.startswith('\n===! "CPU"\n\n    **x → y:** less.') and "H200" not in out
     none = expand("<!-- profile-diff: sdpa_cudnn naive -->", "sdpa.md", profiles)
@@ -416,7 +420,7 @@ def test_check_marker_lists_every_claim_per_set_with_what_was_observed(profiles)
 
 def test_check_marker_says_which_claims_no_set_has_checked(profiles):
     (profiles / "nvidia-h200" / "naive").rename(profiles / "naive-gone")
-    layout.write_manifest(profiles / "nvidia-h200")
+    artifacts.write_manifest(profiles / "nvidia-h200")
     out = expand("<!-- profile-check: naive -->\n", "naive.md", profiles)
     assert '!!! note "Not checked yet: naive"' in out
     assert "- On a GPU: 5 kernels per forward, plus one device-to-device Memcpy" in out
@@ -490,7 +494,7 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
 def add_dispatch(folder: Path, rows: list[dict]) -> None:
     _write(folder / "dispatch.json", rows)
     _write(folder / "dispatch.svg", TIMELINE)
-    layout.write_manifest(folder)
+    artifacts.write_manifest(folder)
     sets.hardware_sets.cache_clear()
 
 
@@ -562,7 +566,7 @@ def test_artifacts_are_registered_as_site_files(profiles, tmp_path, monkeypatch)
     assert "profiles/cpu/naive/viewer.png" in uris
     assert "profiles/cpu/sdpa_cudnn/summary.json" in uris
     assert "profiles/cpu/index.json" in uris
-    public = profiles / layout.PUBLIC_DIR / "someone" / layout.VIEWER
+    public = profiles / artifacts.PUBLIC_DIR / "someone" / artifacts.VIEWER
     _write(public, PNG)
     uris = {f.src_uri for f in config.plugins.on_files(Files([]), config=config)}
     assert "profiles/public/someone/viewer.png" in uris
@@ -593,7 +597,7 @@ def test_strict_build_with_fake_profiles_copies_artifacts(profiles, tmp_path):
 
 def test_glance_marker_tabulates_every_variant_with_speedup_and_its_specs_lesson(profiles):
     (profiles / "nvidia-h200" / "overview.svg").write_text(TIMELINE)
-    layout.write_manifest(profiles / "nvidia-h200")
+    artifacts.write_manifest(profiles / "nvidia-h200")
     out = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
     lesson = specs.spec("naive").lesson  # the summaries carry no lesson: the spec does
@@ -615,8 +619,8 @@ def add_timing(folder: Path, rows: dict, **extra) -> None:
         {"variant": v, "median_us": m, "low_us": lo, "high_us": hi, "repeats": 20}
         for v, (m, lo, hi) in rows.items()
     ]
-    _write(folder / layout.TIMING, {"interval": "interquartile range", "rows": timed, **extra})
-    layout.write_manifest(folder)
+    _write(folder / artifacts.TIMING, {"interval": "interquartile range", "rows": timed, **extra})
+    artifacts.write_manifest(folder)
     sets.hardware_sets.cache_clear()
 
 
@@ -685,7 +689,7 @@ def test_a_busy_set_is_stamped_on_its_tab(profiles):
 def test_figure_marker_shows_the_picture_of_each_set_that_has_it(profiles):
     (profiles / "cpu" / "scaling.svg").write_text(TIMELINE)
     (profiles / "cpu" / "scaling.json").write_text("[]")
-    layout.write_manifest(profiles / "cpu")
+    artifacts.write_manifest(profiles / "cpu")
     out = expand("<!-- profile-figure: scaling -->", "sdpa.md", profiles)
     assert "(profiles/cpu/scaling.svg)" in out and "(profiles/cpu/scaling.json)" in out
     assert "NVIDIA H200" not in out  # that set has no scaling picture
@@ -757,7 +761,7 @@ def add_training_step(folder: Path, spread: bool = False) -> None:
             )
         elif source.is_file():
             _write(folder / "train_naive" / name, source.read_bytes())
-    layout.write_manifest(folder)
+    artifacts.write_manifest(folder)
     sets.hardware_sets.cache_clear()
 
 
@@ -828,7 +832,7 @@ def test_a_figure_claim_reads_its_figures_rows(profiles):
     ]
     _write(profiles / "cpu" / "training.json", rows)
     _write(profiles / "cpu" / "training.svg", TIMELINE)
-    layout.write_manifest(profiles / "cpu")
+    artifacts.write_manifest(profiles / "cpu")
     sets.hardware_sets.cache_clear()
     after = expand(marker, "training.md", profiles)
     assert after.startswith('\n!!! success "From 1024 tokens on')
@@ -915,7 +919,7 @@ def test_a_device_name_with_quotes_and_tags_is_shown_as_text(tmp_path):
     gpu = root / "nvidia-h200"
     for path in (gpu / "environment.json", gpu / "naive/summary.json"):
         path.write_text(json.dumps({**json.loads(path.read_text()), "device_name": name}))
-    layout.write_manifest(gpu)
+    artifacts.write_manifest(gpu)
     page = markdown.markdown(
         expand("<!-- profile: naive -->", "naive.md", root),
         extensions=["admonition", "attr_list", "tables", "pymdownx.superfences",
@@ -956,8 +960,8 @@ def _edit(path: Path, change) -> None:
 
 def _analysed_table(name: str) -> str:
     """table.md as analyze writes it for a trace whose one op is called `name`."""
-    from attn.traces.table import markdown_table
-    from attn.traces.trace import parse
+    from attn.traces.figures.table import markdown_table
+    from attn.traces.read.trace import parse
 
     events = [
         {"ph": "X", "cat": "user_annotation", "name": "attn_fwd", "ts": 0, "dur": 10,
@@ -992,7 +996,7 @@ def _diff(root: Path) -> None:
     data = {"a": {"label": "naive"}, "b": {"label": "sdpa_cudnn"}, "notes": [XSS],
             "rows": [row], "headline": f"{XSS} gone", "markdown": f"<script>{XSS}</script>"}  # fmt: skip
     _write(root / "cpu/diff/naive__sdpa_cudnn.json", data)
-    layout.write_manifest(root / "cpu")
+    artifacts.write_manifest(root / "cpu")
 
 
 def _public(root: Path) -> None:
@@ -1076,7 +1080,7 @@ def test_a_name_from_a_set_or_a_trace_is_text_on_the_page(profiles, case):
 
 
 def test_a_marker_that_writes_a_snippet_include_fails_the_build(profiles, monkeypatch):
-    """Only an excerpt includes a file: a set's text that slipped past attn.traces.markdown onto a
+    """Only an excerpt includes a file: a set's text that slipped past attn.traces.common.markdown onto a
     line of its own would have pymdownx.snippets publish a file of the checkout."""
     monkeypatch.setitem(hook.RENDERERS, "profile-env", (0, lambda page: '\n--8<-- "LICENSE"\n'))
     with pytest.raises(PluginError, match="wrote a snippet include"):
@@ -1090,15 +1094,15 @@ def add_ring(folder: Path, name: str = "ring_contiguous") -> None:
     """The ring example's ranks, analysed into the set as a profile run does."""
     from rank_traces import write_ring
 
-    from attn.traces.rank_artifacts import write_ranked
-    from attn.traces.ranks import rank_traces
+    from attn.traces.ranks.folder import rank_traces
+    from attn.traces.sets.rank_artifacts import write_ranked
 
     base = {"variant": name, "hardware": folder.name, "device_name": "Fake CPU Model",
             "device_type": "cpu", "dtype": "float32", "is_causal": True,
             "shape": {"batch": 2, "heads": 8, "seq_q": 1024, "seq_k": 1024, "head_dim": 64}}  # fmt: skip
     traces = rank_traces(write_ring(folder.parent / f"runs-{name}", zigzag=name == "ring_zigzag"))
     write_ranked(traces, folder / name, base=base, spec=specs.spec(name), workers=1)
-    layout.write_manifest(folder)
+    artifacts.write_manifest(folder)
     sets.hardware_sets.cache_clear()
 
 

@@ -346,7 +346,7 @@ def test_a_hostile_set_is_refused_naming_the_file_and_the_field(
 
 def test_what_matplotlib_draws_passes_the_svg_allowlist(tmp_path):
     """A set's pictures are matplotlib's: lines, bars with hatches, text, a legend, a log axis."""
-    from attn.traces import plot
+    from attn.traces.figures import plot
 
     fig, ax = plot.figure(2)
     ax.plot([1, 2], [3, 40], label="<b>a</b>")

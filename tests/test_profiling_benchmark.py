@@ -7,7 +7,7 @@ from attn.custom_ops import load_ops
 from attn.profiling import benchmark, config, peaks
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import ProfilingError
-from attn.traces import peaks_figure
+from attn.traces.figures import peaks_figure
 
 
 @pytest.fixture

@@ -212,7 +212,7 @@ def test_names_holding_rich_markup_print_as_text(tmp_path, markup, capsys):
 
 
 def test_a_full_disk_is_one_line_and_keeps_the_previous_set(tmp_path, monkeypatch, capsys):
-    from attn.traces import analyze
+    from attn.traces.sets import analyze
 
     trace = write_trace(tmp_path / "trace.json")
     argv = ["analyze", str(trace), "--variant", "naive", "--out", str(tmp_path)]

@@ -19,11 +19,16 @@ from attn.profiling.decoding import (
     groups_as_rows,
     implementations,
     make_step,
-    overhead_bound,
     sweep,
     write,
 )
 from attn.profiling.environment import hardware_slug
+
+
+def overhead_bound(rows: list[dict], share: float = 0.5) -> list[dict]:
+    """The steps where a cache of length 1 already costs at least `share` of the step's time."""
+    return [r for r in rows if r["kind"] == "step" and r["overhead_share"] >= share]
+
 
 # Hand-made peaks: the sweep's fields, not a probe's rate (tests/test_profiling_peaks.py probes).
 PEAKS = {"fp32_fma_tflops": 0.5, "fp32_isa": "AVX2", "bf16_tflops": None, "bf16_path": None,

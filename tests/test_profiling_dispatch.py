@@ -10,7 +10,7 @@ import torch
 
 from attn.profiling import dispatch
 from attn.profiling.environment import hardware_slug
-from attn.traces.dispatch import INPUTS, backend_of
+from attn.traces.claims.dispatch_tables import INPUTS, backend_of
 
 
 @pytest.mark.parametrize("inputs", INPUTS)

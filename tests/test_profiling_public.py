@@ -8,21 +8,21 @@ import pytest
 
 from attn import specs
 from attn.profiling import public
-from attn.traces import layout
+from attn.traces.common import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PUBLISHED = ROOT / "profiles" / layout.PUBLIC_DIR
+PUBLISHED = ROOT / "profiles" / artifacts.PUBLIC_DIR
 
 
 @pytest.mark.parametrize("trace", specs.PUBLIC, ids=lambda p: p.folder)
 def test_committed_artifacts_are_what_the_trace_gives_now(trace):
     """Regenerate with `python -m attn.profiling.public` when this fails."""
     folder = PUBLISHED / trace.folder
-    committed = json.loads((folder / layout.DIAGNOSIS).read_text())
+    committed = json.loads((folder / artifacts.DIAGNOSIS).read_text())
     assert committed.pop("viewer")["mark"]  # where the screenshot boxed the selected kernel
     assert committed == json.loads(json.dumps(public.diagnosis(trace)))
-    assert (folder / layout.VIEWER).read_bytes().startswith(b"\x89PNG")
+    assert (folder / artifacts.VIEWER).read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.parametrize("trace", specs.PUBLIC, ids=lambda p: p.folder)

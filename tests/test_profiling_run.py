@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_traces_scrub import scrub_trace
 
 import attn
 from attn import specs
@@ -18,8 +19,7 @@ from attn.profiling import run as run_module
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import hardware_slug
 from attn.profiling.run import ProfilingError, finish_set, profile_variant
-from attn.traces import timeline
-from attn.traces.scrub import scrub_trace
+from attn.traces.figures import timeline
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
 FILES = {"summary.json", "trace.json.gz", "table.txt", "table.md", "timeline.svg"}
@@ -352,7 +352,7 @@ def test_a_killed_example_run_leaves_no_process_and_no_scratch_a_rerun_keeps(tmp
 )
 def test_scrubbing_covers_every_form_of_path(tmp_path, value, someone):
     """Paths of another machine, not only this one's: a trace is often taken elsewhere."""
-    from attn.traces.scrub import Scrubber, write_trace
+    from attn.traces.read.scrub import Scrubber, write_trace
 
     trace = {"traceEvents": [{"name": "x", "ph": "X", "args": {"file": value, value: 1}}]}
     write_trace(trace, tmp_path / "t.json.gz", Scrubber(paths=[], names=[]))
@@ -371,7 +371,7 @@ def test_host_addresses_are_dropped_wherever_they_are(tmp_path):
 
 
 def test_op_names_holding_paths_are_scrubbed_in_the_summary_too(tmp_path):
-    from attn.traces.analyze import write_artifacts
+    from attn.traces.sets.analyze import write_artifacts
 
     trace = json.loads((Path(__file__).parent / "fixtures" / "cuda_naive_trace.json").read_text())
     for e in trace["traceEvents"]:
@@ -407,7 +407,7 @@ def test_a_distributed_master_is_dropped():
 
 def test_a_host_the_trace_names_is_scrubbed_in_its_free_text(tmp_path):
     """A trace from another machine: its distributedInfo names the master, its text repeats it."""
-    from attn.traces.scrub import Scrubber, write_trace
+    from attn.traces.read.scrub import Scrubber, write_trace
 
     trace = {
         "distributedInfo": {"backend": "nccl", "master_addr": "trainer-04.lab:29500"},
@@ -420,7 +420,7 @@ def test_a_host_the_trace_names_is_scrubbed_in_its_free_text(tmp_path):
 
 def test_a_host_name_is_scrubbed_in_free_text_too(tmp_path):
     """'connected to gpu-node-17' kept the host: only host fields and paths were scrubbed."""
-    from attn.traces.scrub import Scrubber, write_trace
+    from attn.traces.read.scrub import Scrubber, write_trace
 
     text = "rank 0 connected to gpu-node-17.cluster:29500 (GPU-NODE-17)"
     trace = {"traceEvents": [{"name": "nccl:all_reduce", "ph": "X", "args": {"note": text}}]}

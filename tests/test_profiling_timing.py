@@ -17,7 +17,7 @@ import pytest
 import attn
 from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import cpu_slug, hardware_slug
-from attn.profiling.load import (
+from attn.profiling.machine_load import (
     _ended_children,
     adopting_orphans,
     busy_line,
@@ -27,7 +27,7 @@ from attn.profiling.load import (
 from attn.profiling.run import finish_set, profile_variant
 from attn.profiling.timing import measure
 from attn.profiling.timing_pass import SCORE_CLONE, main, run
-from attn.traces import intervals, layout
+from attn.traces.common import artifacts, intervals
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=32, seq_k=32, head_dim=16)
 
@@ -85,7 +85,7 @@ def test_timing_pass_main_writes_timing_json_into_the_set(tmp_path, monkeypatch)
     assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 0
     (folder,) = tmp_path.iterdir()
     assert folder.name.startswith("cpu-") or folder.name == "cpu"
-    data = json.loads((folder / layout.TIMING).read_text())
+    data = json.loads((folder / artifacts.TIMING).read_text())
     assert [r["variant"] for r in data["rows"]] == ["naive", "sdpa_math"]
 
 
@@ -153,7 +153,7 @@ def test_without_cpu_counters_a_load_above_the_core_count_is_busy(monkeypatch):
     assert load_over(quiet, quiet)["busy"] is False
     load = load_over(quiet, {"load_avg": [9.0, 1, 1], "ticks": None})
     assert load["busy"] is True and load["others_share"] is None
-    assert busy_line(load).startswith("busy machine: load average 9.00 on 2 cores")
+    assert busy_line(load).startswith("busy machine: a load average of 9.00 on 2 cores")
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
@@ -207,7 +207,7 @@ def test_a_variant_that_fails_is_one_line_and_the_rest_are_written(tmp_path, mon
     monkeypatch.setattr(attn.get_variant("naive"), "forward", fails)
     assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 1
     (folder,) = tmp_path.iterdir()
-    data = json.loads((folder / layout.TIMING).read_text())
+    data = json.loads((folder / artifacts.TIMING).read_text())
     assert [r["variant"] for r in data["rows"]] == ["sdpa_math"]
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if "naive failed" in line]
@@ -221,7 +221,7 @@ def _never_timed(*args, **kwargs):
     raise AssertionError("timed before its output was checked")
 
 
-@pytest.mark.parametrize("where", [layout.TIMING, layout.OVERVIEW, layout.MANIFEST])
+@pytest.mark.parametrize("where", [artifacts.TIMING, artifacts.OVERVIEW, artifacts.MANIFEST])
 def test_an_output_that_is_a_folder_is_refused_before_any_timing(
     tmp_path, monkeypatch, capsys, where
 ):
@@ -240,7 +240,7 @@ def _set(tmp_path) -> Path:
     for name in ("naive", "sdpa_math"):
         profile_variant(attn.get_variant(name), TINY, tmp_path)
     finish_set(tmp_path, "cpu")
-    (folder / layout.TIMING).write_text('{"rows": []}\n')
+    (folder / artifacts.TIMING).write_text('{"rows": []}\n')
     return folder
 
 
@@ -248,13 +248,13 @@ def test_a_cut_summary_is_refused_before_any_timing(tmp_path, monkeypatch, capsy
     """A cut summary.json left timing.json updated, the set's overview and index not."""
     _tiny_pass(monkeypatch)
     folder = _set(tmp_path)
-    summary = folder / "naive" / layout.SUMMARY
+    summary = folder / "naive" / artifacts.SUMMARY
     summary.write_text(summary.read_text()[:50])
     monkeypatch.setattr("attn.profiling.timing_pass.run", _never_timed)
     assert main(["--out", str(tmp_path), "--device", "cpu", "--budget", "0.05"]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "naive/summary.json cannot be read as JSON" in line
-    assert (folder / layout.TIMING).read_text() == '{"rows": []}\n'
+    assert (folder / artifacts.TIMING).read_text() == '{"rows": []}\n'
 
 
 def test_a_set_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch, capsys):

@@ -12,9 +12,9 @@ from attn import specs
 from attn.profiling import training
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.traces.analyze import summarize
-from attn.traces.benchmark_checks import BenchmarkEvidence, keeps_times
-from attn.traces.trace import Trace
+from attn.traces.claims.benchmark_checks import BenchmarkEvidence, keeps_times
+from attn.traces.read.trace import Trace
+from attn.traces.sets.analyze import summarize
 
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
 TRAINING = [s.name for s in specs.SPECS if s.trains]

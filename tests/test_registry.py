@@ -11,7 +11,7 @@ import pytest
 
 import attn
 from attn import specs
-from attn.traces import layout
+from attn.traces.common import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 NAV_PAGES = set(
@@ -124,4 +124,4 @@ def test_profile_examples_runs_the_examples_and_every_figure_s_sweep():
     tree = ast.parse((ROOT / "noxfile.py").read_text())
     (session,) = [n for n in ast.walk(tree) if getattr(n, "name", None) == "profile_examples"]
     runs = {n.value for n in ast.walk(session) if isinstance(n, ast.Constant)}
-    assert {"attn.profiling", *(f"attn.profiling.{f}" for f in layout.FIGURES)} <= runs
+    assert {"attn.profiling", *(f"attn.profiling.{f}" for f in artifacts.FIGURES)} <= runs

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from attn.profiling.environment import hardware_slug
-from attn.traces import layout
-from attn.traces.atomic import (
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import (
     RefusedOutput,
     atomic_folder,
     check_output,
@@ -78,7 +78,7 @@ def test_scratch_of_a_killed_run_is_removed_by_the_next(tmp_path):
     mine.mkdir()
     assert remove_stale_scratch(tmp_path) == [stale]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["naive", mine.name])
-    assert [p.name for p in layout.variant_dirs(tmp_path)] == [
+    assert [p.name for p in artifacts.variant_dirs(tmp_path)] == [
         "naive"
     ]  # scratch is never a variant
 

@@ -4,7 +4,7 @@ variant against another, saved bytes, and None where the intervals or the rows c
 import pytest
 
 from attn import specs
-from attn.traces.benchmark_checks import (
+from attn.traces.claims.benchmark_checks import (
     BenchmarkClaim,
     BenchmarkEvidence,
     benchmark_shapes,
@@ -13,7 +13,7 @@ from attn.traces.benchmark_checks import (
     ratio_to_baseline_below,
     slower_than,
 )
-from attn.traces.claims import Claim, evaluate
+from attn.traces.claims.claim import Claim, evaluate
 
 
 def bench_rows(ratios: dict[tuple[int, bool], float], math_over_inplace: float = 2.0) -> list[dict]:

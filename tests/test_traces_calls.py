@@ -1,4 +1,4 @@
-"""Finding the attention calls (attn.traces.calls): implementations, where they run, kinds of call,
+"""Finding the attention calls (attn.traces.diagnosis.calls): implementations, where they run, kinds of call,
 backwards linked to their forwards, on our runs, on hand-made traces for what no run here can make,
 and on real traces recorded by others (where another tool's own per-op analysis is the oracle)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from attn import specs
-from attn.traces import patterns
-from attn.traces.diagnose import diagnose as diagnose_trace
-from attn.traces.findings import FINDINGS
-from attn.traces.trace import Trace, load_trace, read_trace
+from attn.traces.diagnosis.diagnose import diagnose as diagnose_trace
+from attn.traces.diagnosis.findings import FINDINGS
+from attn.traces.read import patterns
+from attn.traces.read.trace import Trace, load_trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402
@@ -127,7 +127,7 @@ REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kern
 
 
 def test_every_real_trace_has_a_case():
-    """Each folder of one trace; a folder of ranks is diagnosed rank by rank (test_traces_ranks)."""
+    """Each folder of one trace; a folder of ranks is diagnosed rank by rank (test_traces_folder)."""
     assert set(REAL_CASES) == set(SINGLE)
 
 

@@ -1,11 +1,11 @@
-"""One rank's compute and communication from its own trace (attn.traces.comm), on hand-made ranks
+"""One rank's compute and communication from its own trace (attn.traces.ranks.comm), on hand-made ranks
 whose every number is a sum done by hand (tests/rank_traces.py)."""
 
 import numpy as np
 import pytest
 from rank_traces import GATHER_US, SHARD, gpu_step, ring_rank
 
-from attn.traces.comm import (
+from attn.traces.ranks.comm import (
     clip,
     coarse,
     covered,
@@ -16,7 +16,7 @@ from attn.traces.comm import (
     rank_row,
     send_bytes,
 )
-from attn.traces.trace import Trace
+from attn.traces.read.trace import Trace
 
 
 def spans(*pairs):

@@ -1,4 +1,4 @@
-"""diagnose's result as a whole (attn.traces.diagnose): our runs, the trace lint, the command line's
+"""diagnose's result as a whole (attn.traces.diagnosis.diagnose): our runs, the trace lint, the command line's
 refusals, and every real trace's diagnosis equal to the one recorded in
 tests/fixtures/diagnose_expected/."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from attn.profiling import cli
-from attn.traces.trace import Trace, read_trace
+from attn.traces.read.trace import Trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from diagnose_cases import CPU_SET, RANKED, REAL, SINGLE, diagnose, kinds, raw, traced  # noqa: E402
 
-from attn.traces.diagnose import diagnose_ranks  # noqa: E402
+from attn.traces.diagnosis.diagnose import diagnose_ranks  # noqa: E402
 
 # --- our runs (profiles/cpu), as the issue lists them -----------------------------------------
 
@@ -98,7 +98,7 @@ def test_lint_says_what_in_the_trace_misleads():
 
 
 def test_a_folder_without_rank_traces_gets_one_line(tmp_path, capsys):
-    """A folder is read as a folder of ranks (tests/test_traces_ranks.py): one without any says so."""
+    """A folder is read as a folder of ranks (tests/test_traces_folder.py): one without any says so."""
     (tmp_path / "notes.txt").write_text("no trace here\n")
     assert cli.main(["diagnose", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()

@@ -1,4 +1,4 @@
-"""attn.traces.diff: a hand-made pair with a known answer, real CPU runs, the CUDA fixture."""
+"""attn.traces.compare.diff: a hand-made pair with a known answer, real CPU runs, the CUDA fixture."""
 
 import copy
 import json
@@ -10,10 +10,11 @@ import attn
 from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.traces import layout
-from attn.traces.analyze import write_artifacts
-from attn.traces.diff import diff, main, render_diff, write_diffs
-from attn.traces.trace import TraceFormatError
+from attn.traces.common import artifacts
+from attn.traces.compare.diff import diff, render_diff, write_diffs
+from attn.traces.compare.gate import main
+from attn.traces.read.trace import TraceFormatError
+from attn.traces.sets.analyze import write_artifacts
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -172,15 +173,15 @@ def test_write_diffs_writes_the_pairs_that_ran(cpu_folders, tmp_path):
     hardware = tmp_path / "cpu"
     for name in ("naive", "inplace"):
         (hardware / name).mkdir(parents=True)
-        for f in (layout.SUMMARY, layout.TRACE):
+        for f in (artifacts.SUMMARY, artifacts.TRACE):
             (hardware / name / f).write_bytes((cpu_folders / name / f).read_bytes())
     (hardware / "sdpa_math").mkdir()  # a variant that could not run here
-    (hardware / "sdpa_math" / layout.SUMMARY).write_text(json.dumps({"available": False}))
-    stale = hardware / layout.DIFF_DIR / "inplace__sdpa_math.json"
+    (hardware / "sdpa_math" / artifacts.SUMMARY).write_text(json.dumps({"available": False}))
+    stale = hardware / artifacts.DIFF_DIR / "inplace__sdpa_math.json"
     stale.parent.mkdir()
     stale.write_text("{}")
     written = write_diffs(hardware, specs.diff_pairs())
-    assert written == [hardware / layout.DIFF_DIR / "naive__inplace.json"]
+    assert written == [hardware / artifacts.DIFF_DIR / "naive__inplace.json"]
     assert not stale.exists()
     saved = json.loads(written[0].read_text())
     assert saved["headline"] == diff(hardware / "naive", hardware / "inplace")["headline"]

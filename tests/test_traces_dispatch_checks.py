@@ -1,14 +1,14 @@
-"""attn.traces.dispatch_checks, and the specs' dispatch claims, on hand-made dispatch rows."""
+"""attn.traces.claims.dispatch_checks, and the specs' dispatch claims, on hand-made dispatch rows."""
 
 from __future__ import annotations
 
 import pytest
-from test_traces_dispatch import cpu_rows, dispatch_row
+from test_traces_dispatch_tables import cpu_rows, dispatch_row
 
 from attn import specs
-from attn.traces.benchmark_checks import BenchmarkEvidence
-from attn.traces.claims import evaluate
-from attn.traces.dispatch_checks import ran, refused
+from attn.traces.claims.benchmark_checks import BenchmarkEvidence
+from attn.traces.claims.claim import evaluate
+from attn.traces.claims.dispatch_checks import ran, refused
 
 
 def ev(rows: list[dict]) -> BenchmarkEvidence:

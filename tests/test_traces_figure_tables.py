@@ -1,4 +1,4 @@
-"""attn/traces/figure_tables.py: the benchmark's and the decoding sweep's rows as Markdown tables."""
+"""attn/traces/claims/figure_tables.py: the benchmark's and the decoding sweep's rows as Markdown tables."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from attn import specs
-from attn.traces.figure_tables import (
+from attn.traces.claims.figure_tables import (
     benchmark_table,
     decoding_table,
     monotonic_lines,

@@ -1,4 +1,4 @@
-"""The findings (attn.traces.findings): each record's advice and page, and each detector on the GPU
+"""The findings (attn.traces.diagnosis.findings): each record's advice and page, and each detector on the GPU
 fixture, on hand-made traces, on CPU profiles recorded here, and on real traces recorded by others
 (counted a second way from the raw JSON)."""
 
@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import profile, record_function
 
-from attn.traces.findings import FINDINGS
-from attn.traces.trace import Trace, read_trace
-from attn.traces.units import time_text
+from attn.traces.common.units import time_text
+from attn.traces.diagnosis.findings import FINDINGS
+from attn.traces.read.trace import Trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402

@@ -1,4 +1,4 @@
-"""attn.traces.gate: diff as a CI gate, its rules and exit codes, and the CI job the docs show.
+"""attn.traces.compare.gate: diff as a CI gate, its rules and exit codes, and the CI job the docs show.
 
 Hand-made traces give each kind of regression alone; the job in examples/ci/attention-gate.yml is
 run as GitHub would run it (its `run:` steps, in order, in a copy of the repository), once on the
@@ -18,9 +18,9 @@ import pytest
 import torch
 import yaml
 
-from attn.traces import layout
-from attn.traces.analyze import write_artifacts
-from attn.traces.gate import Rule, gate, main, parse_rules
+from attn.traces.common import artifacts
+from attn.traces.compare.gate import Rule, gate, main, parse_rules
+from attn.traces.sets.analyze import write_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "examples" / "ci" / "attention-gate.yml"
@@ -58,7 +58,9 @@ def write_run(folder: Path, **changes) -> Path:
     spec = {**BASE, **changes}
     events = _forward(0, 10, **spec) + _forward(1000, 50, **spec)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / layout.TRACE).write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    (folder / artifacts.TRACE).write_bytes(
+        gzip.compress(json.dumps({"traceEvents": events}).encode())
+    )
     return folder
 
 
@@ -68,7 +70,7 @@ def timing(folder: Path, **medians) -> None:
         {"variant": v, "median_us": m, "low_us": lo, "high_us": hi, "repeats": 10}
         for v, (m, lo, hi) in medians.items()
     ]
-    (folder / layout.TIMING).write_text(
+    (folder / artifacts.TIMING).write_text(
         json.dumps({"interval": "interquartile range", "rows": rows})
     )
 
@@ -229,7 +231,7 @@ def test_a_variant_folder_is_timed_by_its_sets_timing_pass(tmp_path):
         "a": 100,
         "b": 150,
     }
-    trace = a / "naive" / layout.TRACE  # a bare trace carries no timing pass
+    trace = a / "naive" / artifacts.TRACE  # a bare trace carries no timing pass
     assert gate(trace, b / "naive", [Rule("time")])["passed"] is True
 
 
@@ -244,7 +246,7 @@ def test_sets_are_compared_variant_by_variant(tmp_path, capsys):
     write_run(tmp_path / "a" / "inplace")
     unavailable = tmp_path / "a" / "sdpa_flash"  # ran nowhere: nothing to say
     unavailable.mkdir()
-    (unavailable / layout.SUMMARY).write_text(
+    (unavailable / artifacts.SUMMARY).write_text(
         json.dumps({"variant": "sdpa_flash", "available": False})
     )
     code, lines, _ = run_gate(capsys, tmp_path / "a", tmp_path / "b", "--fail-on", "memcpy")
@@ -269,7 +271,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list, str]]:
     broken = write_run(tmp_path / "broken" / "naive").parent
     timing(broken, naive=(100, 120, 90))  # low above the median
     newer = write_run(tmp_path / "newer")
-    (newer / layout.SUMMARY).write_text(json.dumps({
+    (newer / artifacts.SUMMARY).write_text(json.dumps({
         "schema": 99, "variant": "newer", "forwards": 2, "cpu_time_us": 1.0, "device_time_us": None,
         "ops_per_forward": 2, "kernels_per_forward": 1, "memcpy_per_forward": {},
         "memset_per_forward": 0, "peak_memory_bytes": MIB,
@@ -281,7 +283,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list, str]]:
         "not a trace": ([text, text], "notes.txt"),
         "broken timing": ([run.parent, broken, "--fail-on", "time"], "timing.json: naive"),
         "newer summary": ([run, newer], "schema 99"),
-        "json over an input": ([run, run, "--json", run / layout.TRACE], "is an input"),
+        "json over an input": ([run, run, "--json", run / artifacts.TRACE], "is an input"),
     }
 
 
@@ -321,10 +323,10 @@ def test_json_carries_its_schema_the_verdict_and_each_pair(tmp_path, capsys):
 
 def test_summaries_carry_their_schema_and_older_ones_are_read(tmp_path):
     a = write_run(tmp_path / "raw")
-    trace = json.loads(gzip.decompress((a / layout.TRACE).read_bytes()))
+    trace = json.loads(gzip.decompress((a / artifacts.TRACE).read_bytes()))
     summary = write_artifacts(trace, tmp_path / "analysed" / "x")
-    assert summary["schema"] == layout.SUMMARY_SCHEMA == 1
-    written = tmp_path / "analysed" / "x" / layout.SUMMARY
+    assert summary["schema"] == artifacts.SUMMARY_SCHEMA == 1
+    written = tmp_path / "analysed" / "x" / artifacts.SUMMARY
     assert json.loads(written.read_text())["schema"] == 1
     older = {k: v for k, v in json.loads(written.read_text()).items() if k != "schema"}
     written.write_text(json.dumps(older))  # as the committed sets' summaries are

@@ -1,11 +1,11 @@
-"""attn.traces.markdown: whatever a trace or a set names shows as text, in Markdown and in HTML."""
+"""attn.traces.common.markdown: whatever a trace or a set names shows as text, in Markdown and in HTML."""
 
 import html.parser
 
 import markdown
 import pytest
 
-from attn.traces import markdown as md
+from attn.traces.common import markdown as md
 
 EXTENSIONS = ["admonition", "attr_list", "md_in_html", "pymdownx.details", "pymdownx.tabbed"]
 

@@ -1,7 +1,7 @@
 import json
 
 from attn import specs
-from attn.traces.overview import summaries, wrapped, write_overview
+from attn.traces.figures.overview import summaries, wrapped, write_overview
 
 
 def fake(folder, variant, available=True, cpu_time_us=1000.0):

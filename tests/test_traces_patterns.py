@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from attn.traces.patterns import (
+from attn.traces.read.patterns import (
     ANY_COMPILED_REGION,
     AOTRITON_KERNEL,
     BOOKKEEPING_OPS,

@@ -1,15 +1,10 @@
 """peaks.svg from benchmark.json's rows: each variant's lowest and highest share of its dtype's
-peak, ours first with the path it took, torch.mm last; none without the peaks; recheck redraws it."""
+peak, ours first with the path it took, torch.mm last; none without the peaks (recheck redraws
+it: test_traces_recheck.py)."""
 
-import json
 import xml.etree.ElementTree as ElementTree
-from pathlib import Path
 
-import pytest
-
-from attn.traces import peaks_figure
-from attn.traces.analyze import recheck_peaks
-from attn.traces.layout import BrokenSet
+from attn.traces.figures import peaks_figure
 
 PEAKS = {"fp32_fma_tflops": 0.5, "fp32_isa": "AVX512", "bf16_tflops": 8.0, "bf16_path": "amx",
          "triad_gbs": 20.0}  # fmt: skip
@@ -60,29 +55,3 @@ def test_no_picture_without_shares_of_measured_peaks(tmp_path):
     (tmp_path / peaks_figure.FILE).write_text("stale")
     assert peaks_figure.write(tmp_path, old) is False
     assert not (tmp_path / peaks_figure.FILE).exists()  # never shows older rows
-
-
-def test_recheck_draws_it_from_benchmark_json_and_then_finds_it_current(tmp_path):
-    assert recheck_peaks(tmp_path) == []  # no benchmark: nothing to draw
-    (tmp_path / "benchmark.json").write_text(json.dumps(ROWS))
-    assert recheck_peaks(tmp_path, write=False) == [
-        {"path": tmp_path / peaks_figure.FILE, "before": None, "after": None}
-    ]
-    assert not (tmp_path / peaks_figure.FILE).exists()  # --check writes nothing
-    assert len(recheck_peaks(tmp_path)) == 1
-    assert (tmp_path / peaks_figure.FILE).read_text() == peaks_figure.svg_text(ROWS)
-    assert recheck_peaks(tmp_path) == []
-
-
-def test_recheck_names_a_benchmark_json_that_is_not_rows(tmp_path):
-    (tmp_path / "benchmark.json").write_text('{"not": "rows"}')
-    with pytest.raises(BrokenSet, match="benchmark.json is not a benchmark's rows"):
-        recheck_peaks(tmp_path)
-
-
-def test_every_committed_set_has_the_picture_its_rows_give():
-    """A set benchmarked with the peaks shows them (recheck draws what is missing); one from
-    before has none."""
-    profiles = Path(__file__).resolve().parents[1] / "profiles"
-    for rows_path in sorted(profiles.glob("*/benchmark.json")):
-        assert recheck_peaks(rows_path.parent, write=False) == [], rows_path.parent

@@ -3,14 +3,7 @@ attention call (SDPA's op chain, its flash kernel) beside a GEMM and a generated
 
 from types import SimpleNamespace
 
-from attn.traces.patterns import (
-    FLASH_KERNEL,
-    INDUCTOR_TRITON,
-    MEMCPY_DTOD,
-    SDPA_BACKEND_OP,
-    exactly,
-)
-from attn.traces.public_checks import (
+from attn.traces.claims.public_checks import (
     PublicEvidence,
     attention_share,
     diagnosed,
@@ -21,7 +14,14 @@ from attn.traces.public_checks import (
     op_chain,
     reported_on_every_call,
 )
-from attn.traces.trace import Trace
+from attn.traces.read.patterns import (
+    FLASH_KERNEL,
+    INDUCTOR_TRITON,
+    MEMCPY_DTOD,
+    SDPA_BACKEND_OP,
+    exactly,
+)
+from attn.traces.read.trace import Trace
 
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >(Flash_fwd_params)"
 SDPA = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",

@@ -1,4 +1,4 @@
-"""A variant run on several ranks as one folder (attn.traces.rank_artifacts): each rank's own
+"""A variant run on several ranks as one folder (attn.traces.sets.rank_artifacts): each rank's own
 artifacts, the summary across them with the ring specs' claims, the ranks' figure; recheck finds
 nothing to mend in what it wrote, and names what was changed by hand."""
 
@@ -10,12 +10,12 @@ import pytest
 from rank_traces import write_ring
 
 from attn import specs
-from attn.traces import layout
-from attn.traces.analyze import recheck
-from attn.traces.layout import RefusedFolder
-from attn.traces.overview import write_overview
-from attn.traces.rank_artifacts import recheck_ranked, typical_range, write_ranked
-from attn.traces.ranks import rank_traces
+from attn.traces.common import artifacts
+from attn.traces.common.artifacts import RefusedFolder
+from attn.traces.figures.overview import write_overview
+from attn.traces.ranks.folder import rank_traces
+from attn.traces.sets.rank_artifacts import recheck_ranked, typical_range, write_ranked
+from attn.traces.sets.recheck import recheck
 
 SHAPE = {"batch": 2, "heads": 8, "seq_q": 1024, "seq_k": 1024, "head_dim": 64}
 
@@ -40,9 +40,9 @@ def written(tmp_path_factory):
             tables=tables,
             workers=2,
         )
-    (root / "set" / layout.ENVIRONMENT).write_text("{}")
+    (root / "set" / artifacts.ENVIRONMENT).write_text("{}")
     write_overview(root / "set", specs.names(), specs.REFERENCE)
-    layout.write_manifest(root / "set")
+    artifacts.write_manifest(root / "set")
     return root / "set"
 
 
@@ -66,7 +66,7 @@ def test_each_rank_gets_its_own_folder_and_the_variant_its_figure(written):
 
 def test_the_summary_across_ranks(written):
     s = json.loads((written / "ring_contiguous" / "summary.json").read_text())
-    assert s["schema"] == layout.SUMMARY_SCHEMA and s["available"] and s["world_size"] == 2
+    assert s["schema"] == artifacts.SUMMARY_SCHEMA and s["available"] and s["world_size"] == 2
     assert [r["rank"] for r in s["ranks"]] == [0, 1] and [r["blocks"] for r in s["ranks"]] == [1, 2]
     assert s["straggler"] == 1 and s["imbalance"]["value"] == pytest.approx(4 / 3)
     rank1 = json.loads((written / "ring_contiguous" / "rank1" / "summary.json").read_text())
@@ -83,7 +83,9 @@ def test_every_claim_of_the_ring_specs_holds_on_its_ranks(written, name):
 
 
 def test_the_manifest_lists_every_ranks_files(written):
-    files = json.loads((written / layout.MANIFEST).read_text())["variants"]["ring_zigzag"]["files"]
+    files = json.loads((written / artifacts.MANIFEST).read_text())["variants"]["ring_zigzag"][
+        "files"
+    ]
     assert files[:2] == ["summary.json", "ranks.svg"] and "rank1/trace.json.gz" in files
 
 
@@ -103,10 +105,10 @@ def test_recheck_finds_nothing_to_mend_then_what_was_changed(written, tmp_path):
 def test_a_ranks_folder_is_replaced_whole_but_never_a_file_a_run_did_not_write(written, tmp_path):
     folder = tmp_path / "ring_contiguous"
     shutil.copytree(written / "ring_contiguous", folder)
-    layout.check_replaceable(folder)  # what write_ranked wrote, it may write again
+    artifacts.check_replaceable(folder)  # what write_ranked wrote, it may write again
     (folder / "rank1" / "mine.txt").write_text("notes\n")
     with pytest.raises(RefusedFolder, match="mine.txt"):
-        layout.check_replaceable(folder)
+        artifacts.check_replaceable(folder)
 
 
 def test_the_figure_shows_the_forward_of_median_imbalance():

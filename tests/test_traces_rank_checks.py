@@ -1,10 +1,10 @@
-"""The checks on a variant run on several ranks (attn.traces.rank_checks), on summaries made by
+"""The checks on a variant run on several ranks (attn.traces.claims.rank_checks), on summaries made by
 hand: an imbalance that holds, fails or cannot tell, and the counts every rank must agree on."""
 
 import pytest
 
 from attn import specs
-from attn.traces.rank_checks import (
+from attn.traces.claims.rank_checks import (
     RankClaim,
     blocks_per_rank,
     imbalance_above,

@@ -1,10 +1,10 @@
-"""diagnose's report of a folder of ranks (attn.traces.rank_report), as the terminal shows it."""
+"""diagnose's report of a folder of ranks (attn.traces.diagnosis.rank_report), as the terminal shows it."""
 
 from rank_traces import write_ring
 from rich.console import Console
 
-from attn.traces.diagnose import diagnose_ranks
-from attn.traces.rank_report import report_ranks
+from attn.traces.diagnosis.diagnose import diagnose_ranks
+from attn.traces.diagnosis.rank_report import report_ranks
 
 
 def shown(result) -> str:

@@ -1,13 +1,13 @@
-"""The ranks' figure (attn.traces.rank_timeline): one row per rank on one time axis, its lanes drawn
+"""The ranks' figure (attn.traces.ranks.rank_timeline): one row per rank on one time axis, its lanes drawn
 from where each rank's range began."""
 
 import xml.etree.ElementTree as ElementTree
 
 from rank_traces import ring_rank
 
-from attn.traces.comm import lanes
-from attn.traces.rank_timeline import MAX_ROWS_IN, draw_ranks
-from attn.traces.trace import Trace
+from attn.traces.ranks.comm import lanes
+from attn.traces.ranks.rank_timeline import MAX_ROWS_IN, draw_ranks
+from attn.traces.read.trace import Trace
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -9,9 +9,9 @@ import tracemalloc
 
 import pytest
 
-from attn.traces import reading
-from attn.traces import trace as trace_module
-from attn.traces.trace import TraceFormatError, load_trace
+from attn.traces.read import reading
+from attn.traces.read import trace as trace_module
+from attn.traces.read.trace import TraceFormatError, load_trace
 
 CAP_GIB = str(1 / 1024)  # 1 MiB: a token (a string, or the text between two) of 16 KiB at most
 INFLATED = 800_000  # each bomb's text: under the cap, so only the checks while streaming stop it

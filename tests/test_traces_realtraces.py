@@ -14,10 +14,11 @@ import pytest
 
 from attn import specs
 from attn.profiling import cli
-from attn.traces.claims import evaluate
-from attn.traces.table import markdown_table
-from attn.traces.trace import forwards, load_trace, per_forward
-from attn.traces.trace_checks import Evidence
+from attn.traces.claims.claim import evaluate
+from attn.traces.claims.trace_checks import Evidence
+from attn.traces.figures.table import markdown_table
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.trace import forwards, load_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from realtrace_count import count_ranges  # noqa: E402

@@ -1,13 +1,13 @@
-"""The report (attn.traces.report) as `python -m attn.profiling diagnose` prints it."""
+"""The report (attn.traces.diagnosis.report) as `python -m attn.profiling diagnose` prints it."""
 
 import json
 import sys
 from pathlib import Path
 
 from attn.profiling import cli
-from attn.traces.diagnose import diagnose
-from attn.traces.report import HEADERS, markdown
-from attn.traces.trace import Trace, read_trace
+from attn.traces.diagnosis.diagnose import diagnose
+from attn.traces.diagnosis.report import HEADERS, markdown
+from attn.traces.read.trace import Trace, read_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from diagnose_cases import CPU_SET, REAL, fixture  # noqa: E402

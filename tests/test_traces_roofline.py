@@ -3,7 +3,7 @@ verdict are exact; the sentence follows the verdicts; a row without the peaks ha
 
 import pytest
 
-from attn.traces.roofline import fewest_bytes, limit_of, limit_sentence, limits, observed
+from attn.traces.claims.roofline import fewest_bytes, limit_of, limit_sentence, limits, observed
 
 # fp32 peak 1 TFLOP/s over a triad of 10 GB/s: a balance of 100 FLOP per byte.
 PEAKS = {"fp32_fma_tflops": 1.0, "bf16_tflops": 4.0, "bf16_path": "amx", "triad_gbs": 10.0}

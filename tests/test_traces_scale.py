@@ -10,13 +10,15 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from test_traces_scrub import scrub_trace
 
-from attn.traces import scrub
-from attn.traces.analyze import ANALYSIS_STEPS, LISTED, summarize, write_artifacts
-from attn.traces.scrub import Scrubber, scrub_trace, write_trace
-from attn.traces.timeline import MIXED_COLOR, draw_timeline
-from attn.traces.trace import Trace, TraceFormatError, load_trace, per_forward, read_trace
-from attn.traces.trace_checks import Evidence
+from attn.traces.claims.trace_checks import Evidence
+from attn.traces.figures.timeline import MIXED_COLOR, draw_timeline
+from attn.traces.read import scrub
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.scrub import Scrubber, write_trace
+from attn.traces.read.trace import Trace, TraceFormatError, load_trace, read_trace
+from attn.traces.sets.analyze import ANALYSIS_STEPS, LISTED, summarize, write_artifacts
 
 REAL = Path(__file__).parent / "fixtures" / "realtraces"
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
@@ -84,7 +86,7 @@ def test_a_gzip_bomb_is_refused_in_one_line_before_it_fills_memory(tmp_path, mon
 PEAK_WHEN_REFUSED = """
 import os, sys
 os.environ["ATTN_MAX_TRACE_GIB"] = "1"
-from attn.traces.trace import TraceFormatError, load_trace
+from attn.traces.read.trace import TraceFormatError, load_trace
 try:
     load_trace(sys.argv[1])
     error = "loaded"

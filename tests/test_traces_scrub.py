@@ -1,8 +1,20 @@
-"""attn.traces.scrub: what a published trace must not carry."""
+"""attn.traces.read.scrub: what a published trace must not carry."""
 
 import pytest
 
-from attn.traces.scrub import Scrubber
+from attn.traces.read.scrub import Scrubber
+
+
+def scrub_trace(
+    trace: dict, paths: list[str] | None = None, names: list[str] | None = None
+) -> dict:
+    """A copy of the Chrome trace with local paths and host and user names redacted, scrubbed as
+    write_trace scrubs it, whole in memory: what the tests compare a written trace with."""
+    scrubber = Scrubber(paths, names)
+    scrubber.learn_from({k: v for k, v in trace.items() if k != "traceEvents"})
+    cleaned = scrubber.value(trace)
+    cleaned["traceName"] = "trace.json"  # the exporter writes the file's absolute path here
+    return cleaned
 
 
 @pytest.mark.parametrize(

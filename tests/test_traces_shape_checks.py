@@ -13,9 +13,8 @@ import attn
 from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.traces.claims import evaluate
-from attn.traces.patterns import FUSED_CPU
-from attn.traces.shape_checks import (
+from attn.traces.claims.claim import evaluate
+from attn.traces.claims.shape_checks import (
     INPUT_SIZED,
     NO_SHAPES,
     ROW_STATISTIC,
@@ -34,8 +33,10 @@ from attn.traces.shape_checks import (
     score_shape,
     score_sized_input,
 )
-from attn.traces.trace import Trace, forwards, load_trace, per_forward
-from attn.traces.trace_checks import Evidence
+from attn.traces.claims.trace_checks import Evidence
+from attn.traces.read.patterns import FUSED_CPU
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.trace import Trace, forwards, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 EQUAL_HEADS = ProfileConfig(

@@ -1,4 +1,4 @@
-"""attn.traces.svg: a panel drawn where matplotlib draws the same one, without importing it."""
+"""attn.traces.figures.svg: a panel drawn where matplotlib draws the same one, without importing it."""
 
 import io
 import re
@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ElementTree
 
 from matplotlib.patches import Patch
 
-from attn.traces.plot import figure
-from attn.traces.svg import Panel, Text
+from attn.traces.figures.plot import figure
+from attn.traces.figures.svg import Panel, Text
 
 TEXT = re.compile(r'<text [^>]*?x="([-\d.]+)" y="([-\d.]+)"[^>]*>([^<]*)</text>')
 LEGEND = [("#d62728", "copy of the scores"), ("#5f5f5f", "many short events"),
@@ -31,7 +31,7 @@ def panel() -> Panel:
 
 
 def matplotlibs(p: Panel) -> str:
-    """The same panel as attn.traces.plot draws it with matplotlib, as SVG text."""
+    """The same panel as attn.traces.figures.plot draws it with matplotlib, as SVG text."""
     fig, ax = figure(p.height_in)
     ax.set_xlim(*p.xlim)
     ax.set_ylim(*p.ylim)
@@ -83,8 +83,6 @@ def test_text_is_escaped_and_the_svg_is_xml(tmp_path):
 
 
 def test_drawing_a_timeline_imports_no_matplotlib():
-    code = (
-        "import sys, attn.profiling.cli, attn.traces.timeline; print('matplotlib' in sys.modules)"
-    )
+    code = "import sys, attn.profiling.cli, attn.traces.figures.timeline; print('matplotlib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

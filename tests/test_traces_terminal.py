@@ -1,8 +1,8 @@
-"""attn.traces.terminal: whatever text comes from data, one line that only shows itself."""
+"""attn.traces.common.terminal: whatever text comes from data, one line that only shows itself."""
 
 import pytest
 
-from attn.traces.terminal import MAX_CHARS, one_line, shown
+from attn.traces.common.terminal import MAX_CHARS, one_line, shown
 
 UNSAFE = {
     "escape sequence": ("a\x1b[2Jb", "a\\x1b[2Jb"),

@@ -1,10 +1,10 @@
-"""attn.traces.ticks: the timeline's ticks where matplotlib's MaxNLocator puts them."""
+"""attn.traces.figures.ticks: the timeline's ticks where matplotlib's MaxNLocator puts them."""
 
 import random
 
 from matplotlib.ticker import MaxNLocator
 
-from attn.traces.ticks import tick_values
+from attn.traces.figures.ticks import tick_values
 
 
 def test_ticks_are_matplotlibs_on_any_range():

@@ -1,9 +1,9 @@
-"""attn.traces.timeline: the picture of one forward, whatever its events are called."""
+"""attn.traces.figures.timeline: the picture of one forward, whatever its events are called."""
 
 import xml.etree.ElementTree as ElementTree
 
-from attn.traces.timeline import MAX_CPU_ROWS, draw_timeline, lanes
-from attn.traces.trace import parse
+from attn.traces.figures.timeline import MAX_CPU_ROWS, draw_timeline, lanes
+from attn.traces.read.trace import parse
 
 
 def test_names_with_control_characters_and_dollars_draw_a_valid_svg(tmp_path):

@@ -9,14 +9,8 @@ import attn
 from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.config import ProfileConfig
-from attn.traces.trace import (
-    Trace,
-    TraceFormatError,
-    depths,
-    forwards,
-    per_forward,
-    top_level,
-)
+from attn.traces.read.range_counts import depths, per_forward, top_level
+from attn.traces.read.trace import Trace, TraceFormatError, forwards
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 TINY = ProfileConfig(batch=1, heads=2, seq_q=64, seq_k=64, head_dim=32)
@@ -226,7 +220,7 @@ def test_untrustworthy_device_data_is_flagged_and_not_counted(cuda_trace, edit, 
 
 
 def test_claims_on_flagged_data_cannot_tell(cuda_trace):
-    from attn.traces.analyze import summarize
+    from attn.traces.sets.analyze import summarize
 
     summary, _ = summarize(
         edited(cuda_trace, lambda e: e.pop("dur"), kernels), spec=specs.spec("naive")
@@ -237,7 +231,7 @@ def test_claims_on_flagged_data_cannot_tell(cuda_trace):
 
 def test_json_nested_past_any_trace_is_one_error(tmp_path):
     """100,000 levels raised RecursionError from the standard library's decoder."""
-    from attn.traces.trace import load_trace
+    from attn.traces.read.trace import load_trace
 
     path = tmp_path / "deep.json"
     path.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -247,7 +241,7 @@ def test_json_nested_past_any_trace_is_one_error(tmp_path):
 
 @pytest.mark.parametrize("value", ["abc", "inf", "nan", "-1", "0"])
 def test_a_trace_size_limit_that_is_not_a_size_is_named(tmp_path, monkeypatch, value):
-    from attn.traces.trace import load_trace
+    from attn.traces.read.trace import load_trace
 
     path = tmp_path / "t.json"
     path.write_text(FIXTURE.read_text())
@@ -259,7 +253,7 @@ def test_a_trace_size_limit_that_is_not_a_size_is_named(tmp_path, monkeypatch, v
 def test_kernels_whose_launch_is_missing_among_a_ranges_make_its_counts_unknown():
     """Two launches gone from the fixture: 2.5 kernels per forward were reported (not 5), and a
     claim on them 'does not hold' where it cannot be told."""
-    from attn.traces.analyze import summarize
+    from attn.traces.sets.analyze import summarize
 
     raw = json.loads(FIXTURE.read_text())
     raw["traceEvents"] = [
@@ -278,7 +272,7 @@ def test_kernels_whose_launch_is_missing_among_a_ranges_make_its_counts_unknown(
 
 @pytest.mark.parametrize("size", [None, "12x", [1, 2], 1.5])
 def test_a_memory_event_whose_size_is_not_bytes_is_named(size):
-    from attn.traces.trace import memory_events
+    from attn.traces.read.range_counts import memory_events
 
     raw = {"traceEvents": [{"name": "[memory]", "ph": "i", "ts": 5,
                             "args": {"Device Type": 0, "Bytes": size}}]}  # fmt: skip

@@ -8,11 +8,8 @@ from pathlib import Path
 import pytest
 
 from attn import specs
-from attn.traces.analyze import summarize
-from attn.traces.claims import evaluate
-from attn.traces.patterns import FLASH_KERNEL, FLEX_CPU_KERNEL, TRIL_KERNEL
-from attn.traces.trace import Trace, forwards, per_forward
-from attn.traces.trace_checks import (
+from attn.traces.claims.claim import evaluate
+from attn.traces.claims.trace_checks import (
     END,
     Evidence,
     absent,
@@ -38,6 +35,10 @@ from attn.traces.trace_checks import (
     second_call_cheaper,
     top_level_ops,
 )
+from attn.traces.read.patterns import FLASH_KERNEL, FLEX_CPU_KERNEL, TRIL_KERNEL
+from attn.traces.read.range_counts import per_forward
+from attn.traces.read.trace import Trace, forwards
+from attn.traces.sets.analyze import summarize
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cuda_naive_trace.json"
 FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64> >(Flash_fwd_params)"

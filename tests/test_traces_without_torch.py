@@ -44,7 +44,11 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "attn/traces").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "attn/traces").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(ROOT / "attn/traces")),
+)
 def test_the_trace_half_imports_only_itself_and_its_libraries(path):
     stdlib = set(sys.stdlib_module_names)
     outside = {
@@ -53,7 +57,7 @@ def test_the_trace_half_imports_only_itself_and_its_libraries(path):
         if not m.startswith("attn.traces")
         and m.split(".")[0] not in stdlib | ALLOWED | {"__future__"}
     }
-    assert not outside, f"{path.name} imports {sorted(outside)}"
+    assert not outside, f"{path} imports {sorted(outside)}"
 
 
 def test_the_specs_import_no_variant_module():

@@ -20,7 +20,7 @@ dtype, time_us (the median), low_us and high_us (its interquartile range), repea
   forward, with over_forward_low and over_forward_high) and peak_memory_bytes (its allocations
   beyond what was held before it, the profiler's count)}
 `benchmark.svg`, and `peaks.svg` (each variant's and torch.mm's share of the peaks, drawn from
-the rows by attn.traces.peaks_figure, as `recheck` redraws it), and prints each custom variant's
+the rows by attn.traces.figures.peaks_figure, as `recheck` redraws it), and prints each custom variant's
 time as a ratio of sdpa_flash's, with its interval, measured in the same run with interleaved
 calls. A share above 1 is refused: nothing is written, since it means a probe or a FLOP count is
 wrong. Rows from before the peaks carry
@@ -48,12 +48,13 @@ from attn.profiling.flags import ProfilingError, positive, seconds, variant_name
 from attn.profiling.memory import peak_memory
 from attn.profiling.peaks import measure_peaks, peak_of
 from attn.profiling.timing import measure, time_interleaved
-from attn.traces import layout, peaks_figure
-from attn.traces.atomic import RefusedOutput, check_output
-from attn.traces.intervals import below, ratio
-from attn.traces.plot import figure, plain_log_ticks, save
-from attn.traces.roofline import attention_flops
-from attn.traces.terminal import say
+from attn.traces.claims.roofline import attention_flops
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import RefusedOutput, check_output
+from attn.traces.common.intervals import below, ratio
+from attn.traces.common.terminal import say
+from attn.traces.figures import peaks_figure
+from attn.traces.figures.plot import figure, plain_log_ticks, save
 
 BASELINE = specs.BENCHMARK_BASELINE
 GRID = {  # per device: what the benchmark times by default
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     seqs, dtypes = args.seqs or GRID[kind]["seqs"], args.dtypes or GRID[kind]["dtypes"]
     benchmark_json = Path(args.out) / hardware_slug(args.device) / "benchmark.json"
     try:  # an earlier file that cannot be kept, a shape that cannot fit: said before the timing
-        layout.check_figure(benchmark_json.parent, "benchmark")
+        artifacts.check_figure(benchmark_json.parent, "benchmark")
         check_output(benchmark_json.parent / peaks_figure.FILE)
         merged(benchmark_json, [])
         for dtype, head_dim, seq in itertools.product(dtypes, args.head_dims, seqs):

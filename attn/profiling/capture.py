@@ -14,9 +14,9 @@ from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
 from attn.profiling.training import training_step
-from attn.traces.backward import SAVED_KEY
-from attn.traces.table import ROWS
-from attn.traces.trace import FIRST_CALLS_KEY
+from attn.traces.figures.table import ROWS
+from attn.traces.read.backward import SAVED_KEY
+from attn.traces.read.trace import FIRST_CALLS_KEY
 from attn.variant import Variant
 
 WARMUP_CALLS = 3

@@ -41,12 +41,16 @@ from attn.profiling.flags import (
     variant_name,
     wide_console,
 )
-from attn.traces import diagnose, gate, layout
-from attn.traces.atomic import RefusedOutput, check_output, write_json
-from attn.traces.rank_report import report_ranks
-from attn.traces.report import report as print_diagnosis  # cli's own report() prints folders
-from attn.traces.terminal import say, shown
-from attn.traces.trace import Trace, TraceFormatError, device_name_of, read_trace
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import RefusedOutput, check_output, write_json
+from attn.traces.common.terminal import say, shown
+from attn.traces.compare import gate
+from attn.traces.diagnosis import diagnose
+from attn.traces.diagnosis.rank_report import report_ranks
+from attn.traces.diagnosis.report import (
+    report as print_diagnosis,  # cli's own report() prints folders
+)
+from attn.traces.read.trace import Trace, TraceFormatError, device_name_of, read_trace
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -111,7 +115,7 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
     files and a report; a variant that fails is reported and the others still run."""
     from attn.profiling import viewer  # its own entry point too: imported when used
     from attn.profiling.config import config_for
-    from attn.profiling.load import (
+    from attn.profiling.machine_load import (
         adopting_orphans,
         busy_line,
         load_before_a_run,
@@ -153,7 +157,7 @@ def report(folders: Sequence[Path], console: Console) -> None:
     fmt = lambda x: "-" if x is None else f"{x:,.1f}"  # noqa: E731
     unavailable = []
     for folder in folders:
-        s = json.loads((folder / layout.SUMMARY).read_text())
+        s = json.loads((folder / artifacts.SUMMARY).read_text())
         if not s["available"]:
             table.add_row(shown(s["variant"]), "[dim]not available[/dim]")
             unavailable.append(shown(f"{s['variant']}: {s['reason']}"))
@@ -231,11 +235,11 @@ def check_analyze_output(traces: Sequence[Path], folders: Sequence[Path]) -> Non
     for folder in folders:
         for trace in traces:
             if folder.resolve() in trace.resolve().parents:
-                raise layout.RefusedFolder(
+                raise artifacts.RefusedFolder(
                     f"{folder} holds {trace}, the trace read, which attn.profiling did not "
                     "write: it would be lost; give --out another folder"
                 )
-        layout.check_replaceable(folder, writes=layout.ANALYZED_FILES)
+        artifacts.check_replaceable(folder, writes=artifacts.ANALYZED_FILES)
 
 
 def read_kept(path: Path) -> Trace:
@@ -252,8 +256,8 @@ def read_kept(path: Path) -> Trace:
 def analyze_rank_folders(paths: Sequence[Path], folders: Sequence[Path], spec, console) -> None:
     """Each folder of rank traces among the paths, its ranks read in parallel, into its folder.
     Before any progress bar: a bar's thread must not be there when the workers are forked."""
-    from attn.traces.rank_artifacts import write_ranked
-    from attn.traces.ranks import rank_traces
+    from attn.traces.ranks.folder import rank_traces
+    from attn.traces.sets.rank_artifacts import write_ranked
 
     for path, folder in zip(paths, folders, strict=True):
         if path.is_dir():
@@ -263,7 +267,7 @@ def analyze_rank_folders(paths: Sequence[Path], folders: Sequence[Path], spec, c
 
 
 def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
-    from attn.traces.analyze import ANALYSIS_STEPS, write_artifacts
+    from attn.traces.sets.analyze import ANALYSIS_STEPS, write_artifacts
 
     if args.variant and len(args.traces) > 1:
         raise SystemExit("error: --variant names one variant: give one trace with it")
@@ -294,7 +298,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
             folders.append(folder)
     report(folders, console)
     for folder in folders:
-        summary = json.loads((folder / layout.SUMMARY).read_text())
+        summary = json.loads((folder / artifacts.SUMMARY).read_text())
         console.print(
             shown(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
         )
@@ -324,7 +328,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
-    from attn.traces.analyze import recheck
+    from attn.traces.sets.recheck import recheck
 
     changed = recheck(args.root, specs, write=not args.check)
     for row in changed:
@@ -333,7 +337,7 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
             if before != after:
                 console.print(shown(f"  was: {before}"))
                 console.print(shown(f"  now: {after}"))
-    sets = len(layout.hardware_dirs(args.root))
+    sets = len(artifacts.hardware_dirs(args.root))
     console.print(
         shown(f"rechecked {sets} hardware set(s) under {args.root}: {len(changed)} file(s) differ")
     )
@@ -515,8 +519,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except (
         ProfilingError,
         TraceFormatError,
-        layout.RefusedFolder,
-        layout.BrokenSet,
+        artifacts.RefusedFolder,
+        artifacts.BrokenSet,
         RefusedOutput,
         OSError,
     ) as exc:

@@ -9,7 +9,7 @@ import torch
 from attn import specs
 from attn.profiling.environment import is_gpu
 from attn.profiling.flags import DTYPE_NAMES, ProfilingError
-from attn.traces.reading import available_memory
+from attn.traces.read.reading import available_memory
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 # A decode step: 32 query heads over 8 KV heads (Llama-style grouped-query attention), head_dim 64.

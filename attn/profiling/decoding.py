@@ -358,11 +358,6 @@ def compute_label(row: dict) -> str:
     return f"{str(row.get('peak', 'compute')).replace('_', ' ').replace('fma', 'FMA')} peak"
 
 
-def overhead_bound(rows: list[dict], share: float = 0.5) -> list[dict]:
-    """The steps where a cache of length 1 already costs at least `share` of the step's time."""
-    return [r for r in rows if r["kind"] == "step" and r["overhead_share"] >= share]
-
-
 # --- the picture ------------------------------------------------------------------------------------
 
 COLORS = ["#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
@@ -373,7 +368,7 @@ def draw(rows: list[dict], title: str, path: Path) -> None:
     """Left: a roofline (intensity against FLOP/s) with the measured ceilings; right: achieved
     bandwidth as a fraction of the copy ceiling against cache length, the overhead-bound steps
     marked. 7.2 in wide, no font under 8.5 pt."""
-    from attn.traces.plot import figure, save
+    from attn.traces.figures.plot import figure, save
 
     copy, compute = ceilings(rows)
     steps = [r for r in rows if r["kind"] == "step"]

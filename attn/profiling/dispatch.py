@@ -3,7 +3,7 @@
 python -m attn.profiling.dispatch --out profiles [--device cuda]
 
 For each dtype, head_dim and kind of input (no mask, is_causal, a boolean padding mask, an additive
-float mask, dropout), one unpinned call runs under the profiler: its backend op (attn.traces.patterns
+float mask, dropout), one unpinned call runs under the profiler: its backend op (attn.traces.read.patterns
 names them) says which backend ran. Then each backend is pinned with sdpa_kernel, and what torch
 warns and raises when that backend cannot run is kept, machine-specific paths removed. The shapes are
 small: dispatch depends on dtype, head_dim, masks and flags, not on the sequence length.
@@ -26,13 +26,13 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.environment import device_name, hardware_slug
 from attn.profiling.quiet import without_profiler_chatter
 from attn.sdpa import BACKENDS
-from attn.traces import layout
-from attn.traces.atomic import RefusedOutput
-from attn.traces.dispatch import INPUTS, backend_of, short
-from attn.traces.patterns import SDPA_BACKEND_OP, SDPA_FRONT
-from attn.traces.plot import figure, save
-from attn.traces.scrub import PATH_LIKE
-from attn.traces.terminal import say
+from attn.traces.claims.dispatch_tables import INPUTS, backend_of, short
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import RefusedOutput
+from attn.traces.common.terminal import say
+from attn.traces.figures.plot import figure, save
+from attn.traces.read.patterns import SDPA_BACKEND_OP, SDPA_FRONT
+from attn.traces.read.scrub import PATH_LIKE
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 HEAD_DIMS = (64, 72, 128, 320)  # two common, one odd, one past FlashAttention's 256 on a GPU
@@ -147,9 +147,9 @@ def write(out_root, device: str, rows: list[dict]):
 
 def main(argv: list[str] | None = None) -> int:
     args = sweeps.parser("attn.profiling.dispatch", __doc__).parse_args(argv)
-    folder = layout.hardware_dir(args.out, hardware_slug(args.device))
+    folder = artifacts.hardware_dir(args.out, hardware_slug(args.device))
     try:  # before the sweep: a folder at dispatch.svg is said now
-        layout.check_figure(folder, "dispatch")
+        artifacts.check_figure(folder, "dispatch")
     except RefusedOutput as e:
         say(f"error: {e}", err=True)
         return 1

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from attn.profiling.flags import ProfilingError
-from attn.traces.terminal import one_line
+from attn.traces.common.terminal import one_line
 
 PRELOAD = ("torch", "torch._inductor")
 BLOCK = 64 * 1024  # a log is read back from its end this much at a time

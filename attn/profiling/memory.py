@@ -12,7 +12,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from attn.profiling.environment import is_gpu
 from attn.profiling.quiet import without_profiler_chatter
-from attn.traces.trace import CPU_DEVICE_TYPE, memory_events, peak_of
+from attn.traces.read.range_counts import memory_events, peak_of
+from attn.traces.read.trace import CPU_DEVICE_TYPE
 from attn.variant import Variant
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from attn import specs
 from attn.profiling.flags import out_folder
-from attn.traces import layout
-from attn.traces.atomic import write_json
-from attn.traces.calls import Call, find_calls
-from attn.traces.claims import evaluate
-from attn.traces.diagnose import diagnosis_of
-from attn.traces.public_checks import PublicEvidence
-from attn.traces.trace import Trace, load_trace, read_trace
+from attn.traces.claims.claim import evaluate
+from attn.traces.claims.public_checks import PublicEvidence
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import write_json
+from attn.traces.diagnosis.calls import Call, find_calls
+from attn.traces.diagnosis.diagnose import diagnosis_of
+from attn.traces.read.trace import Trace, load_trace, read_trace
 
 REALTRACES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "realtraces"
 SOURCE_FIELDS = ("repository", "path", "commit copied from", "license", "GPU", "torch")
@@ -94,12 +94,12 @@ def diagnosis(public: specs.PublicTrace) -> dict:
 
 
 def write(public: specs.PublicTrace, root: Path, screenshot: bool = True) -> Path:
-    folder = Path(root) / layout.PUBLIC_DIR / public.folder
+    folder = Path(root) / artifacts.PUBLIC_DIR / public.folder
     data = diagnosis(public)
-    write_json(folder / layout.DIAGNOSIS, data)
+    write_json(folder / artifacts.DIAGNOSIS, data)
     if screenshot:  # where the viewer boxed the selected kernel: a phone scrolls to it
-        mark = take_screenshot(public.folder, folder / layout.VIEWER, data["screenshot"])
-        write_json(folder / layout.DIAGNOSIS, {**data, "viewer": {"mark": mark}})
+        mark = take_screenshot(public.folder, folder / artifacts.VIEWER, data["screenshot"])
+        write_json(folder / artifacts.DIAGNOSIS, {**data, "viewer": {"mark": mark}})
     return folder
 
 

@@ -21,15 +21,20 @@ from attn.profiling.config import ProfileConfig
 from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
 from attn.profiling.flags import ProfilingError
 from attn.profiling.launch import last_line, run_script
-from attn.traces import layout
-from attn.traces.analyze import focus, write_artifacts
-from attn.traces.atomic import atomic_folder, remove_stale_scratch, scratch_prefix, write_json
-from attn.traces.backward import SAVED_KEY
-from attn.traces.diff import write_diffs
-from attn.traces.overview import write_overview
-from attn.traces.rank_artifacts import write_ranked
-from attn.traces.terminal import say
-from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import (
+    atomic_folder,
+    remove_stale_scratch,
+    scratch_prefix,
+    write_json,
+)
+from attn.traces.common.terminal import say
+from attn.traces.compare.diff import write_diffs
+from attn.traces.figures.overview import write_overview
+from attn.traces.read.backward import SAVED_KEY
+from attn.traces.read.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
+from attn.traces.sets.analyze import focus, write_artifacts
+from attn.traces.sets.rank_artifacts import write_ranked
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
@@ -59,10 +64,10 @@ def base_summary(variant: Variant, config: ProfileConfig) -> dict:
 
 
 def _record_unavailable(folder: Path, base: dict, reason: str) -> None:
-    with atomic_folder(layout.check_replaceable(folder)) as out:
+    with atomic_folder(artifacts.check_replaceable(folder)) as out:
         write_json(
-            out / layout.SUMMARY,
-            {"schema": layout.SUMMARY_SCHEMA, **base, "available": False, "reason": reason},
+            out / artifacts.SUMMARY,
+            {"schema": artifacts.SUMMARY_SCHEMA, **base, "available": False, "reason": reason},
         )
 
 
@@ -71,7 +76,7 @@ def profile_variant(
 ) -> Path:
     """Profile `variant` here under `config` into `<out>/<hardware>/<variant>/`; returns it."""
     base = base_summary(variant, config)
-    folder = layout.variant_dir(out_root, base["hardware"], variant.name)
+    folder = artifacts.variant_dir(out_root, base["hardware"], variant.name)
     try:
         reason = why_not_here(variant, config)
         if reason is not None:
@@ -109,11 +114,11 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
     from attn.profiling import viewer  # a module of its own entry point: imported when used
 
     try:  # 680 CSS px: the page's column; at twice the pixels, shown at half size or larger
-        trace = read_trace(folder / layout.TRACE)
+        trace = read_trace(folder / artifacts.TRACE)
         select = focus(summary, trace, specs.spec(summary.get("variant") or ""))
         shown = BACKWARD_RANGE if "backward" in summary else FORWARD_RANGE  # a step: its backward
         facts = viewer.screenshot(
-            folder / layout.TRACE, folder / layout.VIEWER, select=select, range_name=shown,
+            folder / artifacts.TRACE, folder / artifacts.VIEWER, select=select, range_name=shown,
             width=680, height=560,
         )  # fmt: skip
     except viewer.ViewerUnavailable as e:
@@ -122,9 +127,9 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
             say(f"viewer.png skipped: {e}", err=True)
         return None
     # Where the marked event is, as fractions of the picture's width: a phone scrolls to it.
-    write_json(folder / layout.SUMMARY, {**summary, "viewer": {"selected": facts["selected"],
+    write_json(folder / artifacts.SUMMARY, {**summary, "viewer": {"selected": facts["selected"],
                                                                "mark": facts.get("mark")}})  # fmt: skip
-    return folder / layout.VIEWER
+    return folder / artifacts.VIEWER
 
 
 def example_flags(config: ProfileConfig) -> list[str]:
@@ -150,16 +155,16 @@ def profile_example(
     numbers published are those of that very trace. An example that times its first calls runs
     twice on compile caches emptied for it: cold, for those times only, then warm."""
     base = base_summary(variant, config)
-    folder = layout.variant_dir(out_root, base["hardware"], variant.name)
+    folder = artifacts.variant_dir(out_root, base["hardware"], variant.name)
     spec = specs.spec(variant.name)
     reason = why_not_here(variant, config, spec.ranks if spec else 1)
     if reason is not None:
         _record_unavailable(folder, base, reason)
         return folder
-    layout.check_replaceable(folder)  # before minutes of work, not after
+    artifacts.check_replaceable(folder)  # before minutes of work, not after
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(folder.parent)  # what a killed run left
-    first = Path("rank0" if spec and spec.ranks > 1 else "") / layout.TRACE
+    first = Path("rank0" if spec and spec.ranks > 1 else "") / artifacts.TRACE
     with contextlib.ExitStack() as stack:
         env = None
         if spec and spec.times_first_calls:  # a run cold, then the one profiled, warm
@@ -206,11 +211,11 @@ def _example_run(
 def _analyse_written(written: Path, folder: Path, variant: Variant, base: dict) -> dict:
     """An example's one trace, with what it wrote beside it (its table, compile times, what
     autograd saved), into the variant's folder."""
-    table_path = written / layout.TABLE_TXT
+    table_path = written / artifacts.TABLE_TXT
     table = table_path.read_text() if table_path.is_file() else None
     if (written / "compile.json").is_file():  # a compiled example timed its first calls
         base["first_calls_seconds"] = json.loads((written / "compile.json").read_text())
-    trace = read_trace(written / layout.TRACE)
+    trace = read_trace(written / artifacts.TRACE)
     if (written / "saved.json").is_file():  # a training example listed what autograd saved
         trace.raw[SAVED_KEY] = json.loads((written / "saved.json").read_text())
     try:
@@ -223,21 +228,21 @@ def _analyse_ranks(written: Path, folder: Path, spec, base: dict) -> dict:
     """An example's rank<r>/ traces and tables into the variant's folder: each rank's, then the
     summary across them and the ranks' figure. In this process, one rank after another: a run's
     progress bar has a thread of its own, which a worker must not be forked beside."""
-    ranks = layout.rank_dirs(written)
+    ranks = artifacts.rank_dirs(written)
     tables = {
-        int(r.name[4:]): (r / layout.TABLE_TXT).read_text()
+        int(r.name[4:]): (r / artifacts.TABLE_TXT).read_text()
         for r in ranks
-        if (r / layout.TABLE_TXT).is_file()
+        if (r / artifacts.TABLE_TXT).is_file()
     }
-    traces = [r / layout.TRACE for r in ranks]
+    traces = [r / artifacts.TRACE for r in ranks]
     return write_ranked(traces, folder, base=base, spec=spec, tables=tables, workers=1)
 
 
 def finish_set(out_root: Path, device: str, load: dict | None = None) -> Path:
     """Rewrite the set's environment.json (with the run's load), overview.svg and index.json."""
-    folder = layout.hardware_dir(out_root, hardware_slug(device))
-    write_json(folder / layout.ENVIRONMENT, environment(device, load))
+    folder = artifacts.hardware_dir(out_root, hardware_slug(device))
+    write_json(folder / artifacts.ENVIRONMENT, environment(device, load))
     write_overview(folder, specs.names(), specs.REFERENCE)
     write_diffs(folder, specs.diff_pairs())
-    layout.write_manifest(folder)
+    artifacts.write_manifest(folder)
     return folder

@@ -18,7 +18,7 @@ from attn.profiling.environment import device_name
 from attn.profiling.flags import wide_console
 from attn.profiling.memory import peak_forward_memory
 from attn.profiling.timing import time_interleaved
-from attn.traces.plot import figure, plain_log_ticks, save
+from attn.traces.figures.plot import figure, plain_log_ticks, save
 
 SEQS = {"cpu": (256, 512, 1024, 2048), "cuda": (512, 1024, 2048, 4096, 8192, 16384)}
 

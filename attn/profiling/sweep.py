@@ -12,9 +12,9 @@ import attn
 from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import device, out_folder, positive
-from attn.traces import layout
-from attn.traces.atomic import RefusedOutput
-from attn.traces.terminal import say
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import RefusedOutput
+from attn.traces.common.terminal import say
 from attn.variant import Variant
 
 
@@ -47,7 +47,7 @@ Draw = Callable[[list, str, Path], None]  # (rows, title, path): a figure of the
 def write(out_root: Path, device: str, stem: str, rows: list[dict], draw: Draw, title: str) -> Path:
     """`<out>/<hardware>/<stem>.json` (the rows) and `<stem>.svg` (drawn), each replaced atomically."""
     folder = Path(out_root) / hardware_slug(device)
-    return layout.write_figure(folder, stem, rows, lambda path: draw(rows, title, path))
+    return artifacts.write_figure(folder, stem, rows, lambda path: draw(rows, title, path))
 
 
 def seq_main(module, argv: list[str] | None) -> int:
@@ -62,7 +62,7 @@ def seq_main(module, argv: list[str] | None) -> int:
     args = p.parse_args(argv)
     seqs = tuple(args.seqs or module.SEQS[torch.device(args.device).type])
     try:  # before the sweep: a folder at scaling.svg is said now, not after minutes
-        layout.check_figure(Path(args.out) / hardware_slug(args.device), stem)
+        artifacts.check_figure(Path(args.out) / hardware_slug(args.device), stem)
     except RefusedOutput as e:
         say(f"error: {e}", err=True)
         return 1

@@ -20,7 +20,7 @@ from torch.utils.benchmark import Measurement
 from torch.utils.benchmark.utils.common import TaskSpec
 from torch.utils.benchmark.utils.timer import timer as clock
 
-from attn.traces.intervals import Timed
+from attn.traces.common.intervals import Timed
 from attn.variant import Variant
 
 PRECISION = (
@@ -131,10 +131,3 @@ def time_interleaved(
 ) -> dict[str, Timed]:
     """Each variant's forward, interleaved with the others' (see `measure`)."""
     return measure(forward_calls(variants, q, k, v, is_causal=is_causal), budget_s=budget_s)
-
-
-def time_forward(variant: Variant, q, k, v, *, is_causal: bool, budget_s: float = 2.0) -> Timed:
-    """One variant's forward (see `measure`)."""
-    return time_interleaved(
-        {variant.name: variant}, q, k, v, is_causal=is_causal, budget_s=budget_s
-    )[variant.name]

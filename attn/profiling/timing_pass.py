@@ -23,15 +23,15 @@ from attn.profiling import sweep as sweeps
 from attn.profiling.config import ProfileConfig, config_for, default_config
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import seconds, wide_console
-from attn.profiling.load import busy_line, load_before_a_run, load_now, load_over
+from attn.profiling.machine_load import busy_line, load_before_a_run, load_now, load_over
 from attn.profiling.run import why_not_here
 from attn.profiling.timing import PRECISION, measure
 from attn.profiling.training import training_step
-from attn.traces import layout
-from attn.traces.atomic import RefusedOutput, check_output, replace_file, write_json
-from attn.traces.intervals import INTERVAL
-from attn.traces.overview import write_overview
-from attn.traces.terminal import say, shown
+from attn.traces.common import artifacts
+from attn.traces.common.atomic import RefusedOutput, check_output, replace_file, write_json
+from attn.traces.common.intervals import INTERVAL
+from attn.traces.common.terminal import say, shown
+from attn.traces.figures.overview import write_overview
 
 SCORE_CLONE = "score_clone"  # the label of the clone of one score matrix
 
@@ -139,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dev = args.device
     console = wide_console()
-    folder = layout.hardware_dir(args.out, hardware_slug(dev))
+    folder = artifacts.hardware_dir(args.out, hardware_slug(dev))
     try:  # what the end writes, checked before minutes of timing
         check_set(folder)
-    except (RefusedOutput, layout.BrokenSet) as e:
+    except (RefusedOutput, artifacts.BrokenSet) as e:
         say(f"error: {e}", err=True)
         return 1
     if busy := busy_line(load_before_a_run()):
@@ -152,12 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if result["rows"]:
             write_set(folder, result)
-            print(f"timing: {len(result['rows'])} variants timed into {folder / layout.TIMING}")
-    except (RefusedOutput, layout.BrokenSet, OSError) as e:  # changed since the check: said
+            print(f"timing: {len(result['rows'])} variants timed into {folder / artifacts.TIMING}")
+    except (RefusedOutput, artifacts.BrokenSet, OSError) as e:  # changed since the check: said
         say(f"error: {e}", err=True)
         return 1
     if failed:
-        say(f"error: {', '.join(failed)} failed (said above): not in {layout.TIMING}", err=True)
+        say(f"error: {', '.join(failed)} failed (said above): not in {artifacts.TIMING}", err=True)
     return 1 if failed else 0
 
 
@@ -165,23 +165,23 @@ def check_set(folder: Path) -> None:
     """RefusedOutput or BrokenSet, naming the file, when the set cannot be rewritten: timing.json,
     overview.svg or index.json not a file that can be replaced, or a summary the overview and the
     index read that is not JSON (a cut one left timing.json new and the overview old)."""
-    for name in (layout.TIMING, layout.OVERVIEW, layout.MANIFEST):
+    for name in (artifacts.TIMING, artifacts.OVERVIEW, artifacts.MANIFEST):
         check_output(folder / name)
     if folder.is_dir():
-        layout.summaries_of(folder)
+        artifacts.summaries_of(folder)
 
 
 def write_set(folder: Path, result: dict) -> None:
     """timing.json, then the overview (its bars: these medians, their ranges) and the index; if
     one cannot be written, the files before are put back: the set changes whole or not at all."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / name for name in (layout.TIMING, layout.OVERVIEW, layout.MANIFEST)]
+    paths = [folder / name for name in (artifacts.TIMING, artifacts.OVERVIEW, artifacts.MANIFEST)]
     before = {p: p.read_bytes() for p in paths if p.is_file()}
     try:
         write_json(paths[0], result)
         write_overview(folder, specs.names(), specs.REFERENCE)
         if paths[2].is_file():
-            layout.write_manifest(folder)
+            artifacts.write_manifest(folder)
     except BaseException:
         for path in paths:
             if path in before:

@@ -25,8 +25,8 @@ from attn.profiling.config import ProfileConfig, default_config
 from attn.profiling.environment import device_name
 from attn.profiling.flags import wide_console
 from attn.profiling.memory import peak_memory
-from attn.traces.plot import figure, plain_log_ticks, save
-from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
+from attn.traces.figures.plot import figure, plain_log_ticks, save
+from attn.traces.read.trace import BACKWARD_RANGE, FORWARD_RANGE
 from attn.variant import Variant
 
 SEQS = {"cpu": (256, 512, 1024, 2048), "cuda": (1024, 2048, 4096, 8192)}

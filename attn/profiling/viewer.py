@@ -32,9 +32,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from attn.traces.atomic import RefusedOutput, check_output, replace_file
-from attn.traces.terminal import say
-from attn.traces.trace import TraceFormatError, read_trace
+from attn.traces.common.atomic import RefusedOutput, check_output, replace_file
+from attn.traces.common.terminal import say
+from attn.traces.read.trace import TraceFormatError, read_trace
 
 log = logging.getLogger(__name__)
 

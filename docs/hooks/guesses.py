@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from attn.traces import markdown as md
-from attn.traces.dispatch import cases_text, short
-from attn.traces.units import DTYPE_BYTES
+from attn.traces.claims.dispatch_tables import cases_text, short
+from attn.traces.common import markdown as md
+from attn.traces.common.units import DTYPE_BYTES
 
 MIB = 1 << 20
 

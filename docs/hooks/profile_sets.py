@@ -5,7 +5,7 @@ a summary that is not one, a file the manifest lists but that is missing or unre
 the manifest does not know, a link anywhere in the set, a JSON field outside its schema
 (set_schema.py) or an SVG outside its allowlist (set_svg.py) fails the build with one line naming
 the file and the field. Nothing here escapes: the pages write every string of a set through
-attn.traces.markdown. File names are attn.traces.layout's; this module measures nothing.
+attn.traces.common.markdown. File names are attn.traces.common.artifacts's; this module measures nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from set_svg import BadSvg, check_svg
 
-from attn.traces import intervals, layout, peaks_figure
+from attn.traces.common import artifacts, intervals
+from attn.traces.figures import peaks_figure
 
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
 
@@ -130,7 +131,7 @@ def check_file(path: Path) -> None:
             check_svg(path.read_bytes())
         elif path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))
-        elif path.name == layout.TABLE_MD:
+        elif path.name == artifacts.TABLE_MD:
             check_table(path)
         elif path.suffix == ".png":
             with PIL.Image.open(path) as image:  # a whole picture, not a PNG signature alone
@@ -176,7 +177,7 @@ def load_set(folder: Path) -> dict:
     check_links(folder)
     for svg in sorted(folder.rglob("*.svg")):  # every picture, published or not
         check_file(svg)
-    index = folder / layout.MANIFEST
+    index = folder / artifacts.MANIFEST
     manifest = read_json(index, fits=schema.INDEX)
     variants = manifest["variants"]
     _check_folders(folder, index, variants)
@@ -187,7 +188,7 @@ def load_set(folder: Path) -> dict:
         check_file(folder / f"{figure}.svg")
         check_file(folder / f"{figure}.json")
         read_json(folder / f"{figure}.json", list, fits=schema.FIGURES[figure])
-    env_path = folder / layout.ENVIRONMENT
+    env_path = folder / artifacts.ENVIRONMENT
     env = read_json(env_path, fits=schema.ENVIRONMENT) if env_path.exists() else {}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
     name = manifest.get("device_name") or env.get("device_name") or folder.name
@@ -200,7 +201,7 @@ def load_set(folder: Path) -> dict:
         "title": "CPU" if device_type == "cpu" else name,  # as the set says it: pages escape it
         "name": name,
         "device_type": device_type,
-        "timing": check_timing(folder / layout.TIMING),
+        "timing": check_timing(folder / artifacts.TIMING),
     }
 
 
@@ -209,7 +210,7 @@ def _check_folders(folder: Path, index: Path, variants: dict) -> None:
     on_disk = {
         p.name
         for p in folder.iterdir()
-        if p.is_dir() and not layout.is_scratch(p) and p.name != layout.DIFF_DIR
+        if p.is_dir() and not artifacts.is_scratch(p) and p.name != artifacts.DIFF_DIR
     }
     unknown = sorted(on_disk - set(variants))
     if unknown:
@@ -223,8 +224,8 @@ def is_artifact(f: str) -> bool:
     """A file a manifest may list for a variant: one of its artifacts, or a rank's."""
     rank, _, file = f.rpartition("/")
     if rank:
-        return bool(layout.RANK_DIR.fullmatch(rank)) and file in layout.VARIANT_FILES
-    return f in (*layout.VARIANT_FILES, layout.RANKS_FIGURE)
+        return bool(artifacts.RANK_DIR.fullmatch(rank)) and file in artifacts.VARIANT_FILES
+    return f in (*artifacts.VARIANT_FILES, artifacts.RANKS_FIGURE)
 
 
 def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
@@ -237,7 +238,7 @@ def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
         if not is_artifact(f):  # "/etc/hostname" would be published
             raise BrokenSet(
                 f"profiles hook: {index}: {name}'s files names {f!r}, not an artifact "
-                f"({', '.join(layout.VARIANT_FILES)}, {layout.RANKS_FIGURE}, or a rank's: "
+                f"({', '.join(artifacts.VARIANT_FILES)}, {artifacts.RANKS_FIGURE}, or a rank's: "
                 "rank<r>/<one of those>)"
             )
         rank = folder / name / f.split("/")[0]
@@ -249,8 +250,8 @@ def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
             raise BrokenSet(f"profiles hook: {index} lists {folder / name / f}, which is missing")
         check_file(folder / name / f)
     for summary in sorted({f.split("/")[0] for f in files if "/" in f}):  # each rank's own
-        check_summary(folder / name / summary / layout.SUMMARY, name)
-    return check_summary(folder / name / layout.SUMMARY, name)
+        check_summary(folder / name / summary / artifacts.SUMMARY, name)
+    return check_summary(folder / name / artifacts.SUMMARY, name)
 
 
 @functools.cache
@@ -259,7 +260,9 @@ def hardware_sets(root: Path) -> list[dict]:
 
     Read once per root; the hook clears the cache at the start of each build."""
     found = [
-        load_set(p) for p in layout.hardware_dirs(Path(root)) if (p / layout.MANIFEST).is_file()
+        load_set(p)
+        for p in artifacts.hardware_dirs(Path(root))
+        if (p / artifacts.MANIFEST).is_file()
     ]
     found = sorted(found, key=lambda h: (DEVICE_ORDER.get(h["device_type"], 1), h["title"]))
     titles = [h["title"] for h in found]
@@ -276,11 +279,11 @@ def hardware_sets(root: Path) -> list[dict]:
 def load_public(folder: Path) -> dict | None:
     """A trace of others' diagnosis.json (None before it is written), checked as a set is."""
     check_links(folder)
-    path = folder / layout.DIAGNOSIS
+    path = folder / artifacts.DIAGNOSIS
     if not path.is_file():
         return None
-    if (folder / layout.VIEWER).is_file():
-        check_file(folder / layout.VIEWER)
+    if (folder / artifacts.VIEWER).is_file():
+        check_file(folder / artifacts.VIEWER)
     return read_json(path, fits=schema.DIAGNOSIS)
 
 
@@ -289,27 +292,33 @@ def artifact_files(root: Path, config) -> list[File]:
     found = []
     for hw in hardware_sets(root):
         folder, manifest = hw["folder"], hw["manifest"]
-        paths = [folder / layout.MANIFEST, folder / layout.ENVIRONMENT, folder / layout.OVERVIEW]
-        paths += [folder / layout.TIMING]
+        paths = [
+            folder / artifacts.MANIFEST,
+            folder / artifacts.ENVIRONMENT,
+            folder / artifacts.OVERVIEW,
+        ]
+        paths += [folder / artifacts.TIMING]
         paths += [
             folder / f"{f}.{ext}" for f in manifest.get("figures", []) for ext in ("svg", "json")
         ]
         if "benchmark" in manifest.get("figures", []):  # drawn from its rows, when they have peaks
             paths += [folder / peaks_figure.FILE]
-        paths += [folder / layout.DIFF_DIR / d for d in manifest.get("diffs", [])]
+        paths += [folder / artifacts.DIFF_DIR / d for d in manifest.get("diffs", [])]
         for name, entry in manifest["variants"].items():
             paths += [
                 folder / name / f
                 for f in entry.get("files", [])
-                if Path(f).name != layout.TABLE_MD  # shown in the page, never linked
+                if Path(f).name != artifacts.TABLE_MD  # shown in the page, never linked
             ]
         found += [p for p in paths if p.is_file()]
-    public = Path(root) / layout.PUBLIC_DIR
+    public = Path(root) / artifacts.PUBLIC_DIR
     if public.exists():
         check_links(public)  # the folder of traces of others too
     for folder in sorted(public.glob("*/")):  # traces of others
         load_public(folder)
-        found += [folder / f for f in (layout.DIAGNOSIS, layout.VIEWER) if (folder / f).is_file()]
+        found += [
+            folder / f for f in (artifacts.DIAGNOSIS, artifacts.VIEWER) if (folder / f).is_file()
+        ]
     return [
         File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
         for p in sorted(found)

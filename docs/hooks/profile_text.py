@@ -3,7 +3,7 @@ the per-forward numbers, and the tables that put variants side by side (compare,
 
 They read checked sets (the dicts of profile_sets.py) and their summaries, and return Markdown (a
 tab's text is None where the set has nothing to show); every name read from a set goes through
-attn.traces.markdown.
+attn.traces.common.markdown.
 """
 
 from __future__ import annotations
@@ -14,13 +14,21 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from attn import specs
-from attn.traces import intervals, layout, step_times
-from attn.traces import markdown as md
-from attn.traces.backward import as_forward
-from attn.traces.figure_tables import profiled_cell, ratio_cell, table_head, table_row, timed_cell
-from attn.traces.svg import text_width
-from attn.traces.timeline import short_name
-from attn.traces.units import bytes_text, count_text, time_text
+from attn.traces.claims import step_checks
+from attn.traces.claims.figure_tables import (
+    profiled_cell,
+    ratio_cell,
+    table_head,
+    table_row,
+    timed_cell,
+)
+from attn.traces.common import artifacts, intervals
+from attn.traces.common import markdown as md
+from attn.traces.common.busy import how_busy
+from attn.traces.common.units import bytes_text, count_text, time_text
+from attn.traces.figures.svg import text_width
+from attn.traces.figures.timeline import short_name
+from attn.traces.read.backward import as_forward
 
 VERDICT = {True: ("✓", "holds"), False: ("✗", "does not hold"), None: ("?", "cannot tell")}
 DEVICE_WORDS = {"cuda": "On a GPU", "cpu": "On CPU"}  # in the order the sets are shown
@@ -80,20 +88,9 @@ def speedup_text(base: dict | None, t: dict | None) -> str | None:
 def busy_line(hw: dict) -> str | None:
     """One line when the set was made on a busy machine: other work's share of its CPU time (a
     load average above its core count, where a set predates that count)."""
-    loads = [hw["env"].get("load"), (hw.get("timing") or {}).get("load")]
-    busy = [x for x in loads if isinstance(x, dict) and x.get("busy")]
-    if not busy:
+    what = how_busy([hw["env"].get("load"), (hw.get("timing") or {}).get("load")])
+    if what is None:
         return None
-    cores = busy[0].get("cpu_count")
-    shares = [x["others_share"] for x in busy if isinstance(x.get("others_share"), (int, float))]
-    if shares:
-        what = f"other work used {max(shares):.0%} of its {cores} cores"
-    else:
-        most = max(
-            max((x.get("load_avg_before") or [0])[0], (x.get("load_avg_after") or [0])[0])
-            for x in busy
-        )
-        what = f"a load average of {most:.2f} on {cores} cores"
     return (
         f"**Busy machine:** {what} while this set was made; its times are slower and wider than "
         "on an idle machine."
@@ -156,7 +153,7 @@ def backward_numbers(backward: dict) -> str:
 
 # --- a variant on a set -------------------------------------------------------------------------
 
-DOWNLOADS = {layout.TRACE: "", layout.TABLE_TXT: " (the profiler's own table)"}
+DOWNLOADS = {artifacts.TRACE: "", artifacts.TABLE_TXT: " (the profiler's own table)"}
 
 
 def unavailable_note(hw: dict, summary: dict) -> str:
@@ -454,9 +451,9 @@ def glance_text(hw: dict, summaries: list[dict]) -> list[str]:
 
 
 def step_rows(hw: dict) -> list[dict]:
-    """The set's training steps both profiled and timed, in chapter order (attn.traces.step_times)."""
+    """The set's training steps both profiled and timed, in chapter order (attn.traces.claims.step_checks)."""
     summaries = {n: hw["summaries"][n] for n in specs.names() if n in hw["summaries"]}
-    return step_times.step_rows(summaries, (hw.get("timing") or {}).get("variants") or {})
+    return step_checks.step_rows(summaries, (hw.get("timing") or {}).get("variants") or {})
 
 
 def steps_differ(hw: dict) -> list[str]:
@@ -465,7 +462,7 @@ def steps_differ(hw: dict) -> list[str]:
     rows = step_rows(hw) if hw["device_type"] == "cpu" else []
     if not rows:
         return []
-    _, how_many, why = step_times.verdict(rows)
+    _, how_many, why = step_checks.verdict(rows)
     return [f"The profiled forward plus backward against the step timed whole: {how_many}; {why}."]
 
 

@@ -56,29 +56,30 @@ from rank_text import ranks_text
 from sources import wheel_name
 
 from attn import specs
-from attn.traces import layout, peaks_figure
-from attn.traces import markdown as md
-from attn.traces.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
-from attn.traces.diff import diff_name
-from attn.traces.diff import render_diff as diff_markdown
-from attn.traces.dispatch import dispatch_table
-from attn.traces.figure_tables import (
+from attn.traces.claims.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
+from attn.traces.claims.dispatch_tables import dispatch_table
+from attn.traces.claims.figure_tables import (
     benchmark_table,
     decoding_table,
     scaling_table,
     table_head,
     table_row,
 )
-from attn.traces.roofline import limit_sentence
-from attn.traces.trace import BACKWARD_RANGE, FORWARD_RANGE
-from attn.traces.units import count_text, time_text
+from attn.traces.claims.roofline import limit_sentence
+from attn.traces.common import artifacts
+from attn.traces.common import markdown as md
+from attn.traces.common.units import count_text, time_text
+from attn.traces.compare.diff import diff_name
+from attn.traces.compare.diff import render_diff as diff_markdown
+from attn.traces.figures import peaks_figure
+from attn.traces.read.trace import BACKWARD_RANGE, FORWARD_RANGE
 
 MARKER = re.compile(
     r"^(?P<indent>[ \t]*)<!--\s*(?P<kind>profile[\w-]*)\s*(?::(?P<args>[^>]*?))?\s*-->[ \t]*$",
     re.M,
 )
 # A line pymdownx.snippets would replace with a file (of the checkout, or outside it): only an
-# excerpt marker writes one; in anything else it is a set's text that escaped attn.traces.markdown.
+# excerpt marker writes one; in anything else it is a set's text that escaped attn.traces.common.markdown.
 SNIPPET = re.compile(r"^[ \t]*;*-+8<-+.*$", re.M)
 MADE_BY = {
     "benchmark": "benchmark"
@@ -167,17 +168,17 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
     if "ranks" in summary:  # run on several ranks: theirs, side by side, then each one's
         read = lambda f: (hw["folder"] / name / f).read_text(encoding="utf-8")  # noqa: E731
         return "\n\n".join(text + ranks_text(summary, (files, url, read), where))
-    if layout.TABLE_MD in files:
-        text.append((hw["folder"] / name / layout.TABLE_MD).read_text(encoding="utf-8").strip())
-    if layout.VIEWER in files:
-        text.append(viewer_image(summary, where, shown, url(layout.VIEWER)))
-    if layout.TIMELINE in files:
+    if artifacts.TABLE_MD in files:
+        text.append((hw["folder"] / name / artifacts.TABLE_MD).read_text(encoding="utf-8").strip())
+    if artifacts.VIEWER in files:
+        text.append(viewer_image(summary, where, shown, url(artifacts.VIEWER)))
+    if artifacts.TIMELINE in files:
         alt = f"Timeline of one profiled forward of {md.text(where)}"
-        svg = (hw["folder"] / name / layout.TIMELINE).read_bytes()
+        svg = (hw["folder"] / name / artifacts.TIMELINE).read_bytes()
         at = timeline_mark(svg, (summary.get("viewer") or {}).get("selected"))
-        text.append(f"![{alt}]({url(layout.TIMELINE)}){{ loading=lazy{at} }}")
-    if layout.TRACE in files:
-        text.append(trace_buttons(url(layout.TRACE), where, shown))
+        text.append(f"![{alt}]({url(artifacts.TIMELINE)}){{ loading=lazy{at} }}")
+    if artifacts.TRACE in files:
+        text.append(trace_buttons(url(artifacts.TRACE), where, shown))
     if kernels := summary.get("kernels"):
         text.append(kernel_list(kernels, summary.get("kernels_not_listed") or 0))
     return "\n\n".join(text + downloads(files, url))
@@ -238,7 +239,7 @@ def has_figure(hw: dict, figure: str) -> bool:
 
 def figure_rows(hw: dict, figure: str) -> list[dict]:
     """The rows a benchmark claim reads: a figure's json, or for "timing" each training step both
-    profiled and timed (attn.traces.step_times)."""
+    profiled and timed (attn.traces.claims.step_checks)."""
     if figure == "timing":
         return step_rows(hw)
     return read_json(hw["folder"] / f"{figure}.json", list)
@@ -275,7 +276,7 @@ def diff_tab(hw: dict, a: str, b: str) -> str | None:
     """The set's diff of A and B, drawn from its rows: the stored Markdown could hold anything."""
     if diff_name(a, b) not in hw["manifest"].get("diffs", []):
         return None
-    path = hw["folder"] / layout.DIFF_DIR / diff_name(a, b)
+    path = hw["folder"] / artifacts.DIFF_DIR / diff_name(a, b)
     try:  # each name as text
         return diff_markdown(read_json(path))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -315,7 +316,7 @@ def glance_tab(hw: dict, page: Page) -> str | None:
         return None
     text = glance_text(hw, summaries)
     if hw["manifest"].get("overview"):
-        svg = page.link(f"profiles/{hw['slug']}/{layout.OVERVIEW}")
+        svg = page.link(f"profiles/{hw['slug']}/{artifacts.OVERVIEW}")
         alt = f"Time per forward of each variant on {md.text(hw['title'])}"
         text.append(f"![{alt}]({svg}){{ loading=lazy }}")
     return "\n\n".join(text)
@@ -323,8 +324,8 @@ def glance_tab(hw: dict, page: Page) -> str | None:
 
 def render_figure(page: Page, name: str) -> str:
     """`<!-- profile-figure: NAME -->`: that picture of each hardware set that has one, and its data."""
-    if name not in layout.FIGURES:
-        raise page.error(f"unknown figure {name!r}; known figures: {', '.join(layout.FIGURES)}")
+    if name not in artifacts.FIGURES:
+        raise page.error(f"unknown figure {name!r}; known figures: {', '.join(artifacts.FIGURES)}")
     return per_set(page, f"the {name} figure", figure_tab, page, name)
 
 
@@ -409,7 +410,7 @@ def render_public(page: Page, folder: str) -> str:
     if specs.public(folder) is None:
         known = ", ".join(p.folder for p in specs.PUBLIC)
         raise page.error(f"unknown public trace {folder!r}; known: {known}")
-    data = load_public(page.root / layout.PUBLIC_DIR / folder)  # checked, or BrokenSet
+    data = load_public(page.root / artifacts.PUBLIC_DIR / folder)  # checked, or BrokenSet
     if data is None:
         return (
             f'!!! note "Not written yet: {folder}"\n\n    `python -m attn.profiling.public` writes '
@@ -418,7 +419,7 @@ def render_public(page: Page, folder: str) -> str:
     try:
         return public_diagnosis(page, folder, data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        path = page.root / layout.PUBLIC_DIR / folder / layout.DIAGNOSIS
+        path = page.root / artifacts.PUBLIC_DIR / folder / artifacts.DIAGNOSIS
         raise BrokenSet(
             f"profiles hook: {path} is not a diagnosis ({type(e).__name__}: {e})"
         ) from e
@@ -437,7 +438,7 @@ def public_diagnosis(page: Page, folder: str, data: dict) -> str:
     if data.get("unattributed"):
         text.append(public_unattributed(data["unattributed"]))
     text.append(public_findings(page, data))
-    if (page.root / layout.PUBLIC_DIR / folder / layout.VIEWER).is_file():
+    if (page.root / artifacts.PUBLIC_DIR / folder / artifacts.VIEWER).is_file():
         text.append(public_viewer(page, folder, data))
     # The trace itself from its source, as recorded (not ours to scrub and republish).
     raw = f"{src['repository']}/raw/{src['commit']}/{src['path']}"
@@ -529,10 +530,10 @@ def public_findings(page: Page, data: dict) -> str:
 def public_viewer(page: Page, folder: str, data: dict) -> str:
     """The screenshot of one attention call in the trace viewer, and what it marks and selects."""
     src, shot = data["source"], data["screenshot"]
-    here = f"profiles/{layout.PUBLIC_DIR}/{folder}"
+    here = f"profiles/{artifacts.PUBLIC_DIR}/{folder}"
     alt = f"One attention call of the {md.text(src['GPU'])} trace in a trace viewer"
     return (
-        f"![{alt}]({page.link(f'{here}/{layout.VIEWER}')}){{ loading=lazy"
+        f"![{alt}]({page.link(f'{here}/{artifacts.VIEWER}')}){{ loading=lazy"
         f"{focus(data.get('viewer'))} }}\n\n<small>"
         f"{md.text(shot.get('band', 'One attention call').capitalize())} in the trace viewer "
         f"(where: {md.text(shot['where'])}), marked by the band on the diagnose track; selected "

@@ -1,7 +1,7 @@
 """What a tab says of a variant run on several ranks, for profiles.py: its ranks side by side, the
 imbalance, their figure, and each rank's own table, timeline and trace (closed, one per rank).
 
-It reads a checked summary across ranks (attn.traces.rank_artifacts writes them); every value
+It reads a checked summary across ranks (attn.traces.sets.rank_artifacts writes them); every value
 shows as text or as a number.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from profile_text import trace_buttons
 
-from attn.traces import intervals, layout
-from attn.traces.figure_tables import table_head, table_row
-from attn.traces.units import bytes_text, count_text, time_text
+from attn.traces.claims.figure_tables import table_head, table_row
+from attn.traces.common import artifacts, intervals
+from attn.traces.common.units import bytes_text, count_text, time_text
 
 HEAD = ["rank", "blocks", "compute", "communication", "waiting", "sends"]
 
@@ -68,9 +68,9 @@ def ranks_text(summary: dict, files: Files, where: str) -> list[str]:
         "\n".join([*table_head(HEAD), *map(rank_row, ranks)]),
     ]
     text += [line] if (line := imbalance_line(summary)) else []
-    if layout.RANKS_FIGURE in listed:
+    if artifacts.RANKS_FIGURE in listed:
         alt = f"One forward of every rank of {where}, on one time axis"
-        text.append(f"![{alt}]({url(layout.RANKS_FIGURE)}){{ loading=lazy }}")
+        text.append(f"![{alt}]({url(artifacts.RANKS_FIGURE)}){{ loading=lazy }}")
     return text + [rank_details(r["rank"], files, where) for r in ranks]
 
 
@@ -79,16 +79,18 @@ def rank_details(rank: int, files: Files, where: str) -> str:
     files, url, read = files
     mine = lambda f: f"rank{int(rank)}/{f}"  # noqa: E731
     body = []
-    if mine(layout.TABLE_MD) in files:
-        body.append(read(mine(layout.TABLE_MD)).strip())
-    if mine(layout.TIMELINE) in files:
+    if mine(artifacts.TABLE_MD) in files:
+        body.append(read(mine(artifacts.TABLE_MD)).strip())
+    if mine(artifacts.TIMELINE) in files:
         body.append(
-            f"![One forward of rank {rank} of {where}]({url(mine(layout.TIMELINE))}){{ loading=lazy }}"
+            f"![One forward of rank {rank} of {where}]({url(mine(artifacts.TIMELINE))}){{ loading=lazy }}"
         )
-    if mine(layout.TRACE) in files:
-        body.append(trace_buttons(url(mine(layout.TRACE)), f"{where}, rank {rank}", "attn_fwd"))
+    if mine(artifacts.TRACE) in files:
+        body.append(trace_buttons(url(mine(artifacts.TRACE)), f"{where}, rank {rank}", "attn_fwd"))
         links = [
-            f"[{f}]({url(mine(f))})" for f in (layout.TRACE, layout.TABLE_TXT) if mine(f) in files
+            f"[{f}]({url(mine(f))})"
+            for f in (artifacts.TRACE, artifacts.TABLE_TXT)
+            if mine(f) in files
         ]
         body.append("Download: " + " · ".join(links))
     inner = "\n\n".join(body).replace("\n", "\n    ")

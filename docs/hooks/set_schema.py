@@ -4,7 +4,7 @@ A set arrives as a pull request: its files are a stranger's data. Each schema be
 and range of every field a page shows: numbers are finite numbers (never a bool, never a string),
 names attn.profiling writes in a known shape (a dtype, a commit, a folder) match that shape, and
 sentences and names other programs chose (a CPU model, a kernel, a reason) are strings, which the
-pages show as text through attn.traces.markdown. Fields no page reads are left as they are: they
+pages show as text through attn.traces.common.markdown. Fields no page reads are left as they are: they
 are published in the JSON files only. A field outside its schema raises Refused naming it.
 """
 
@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Callable
 
-from attn.traces import layout
+from attn.traces.common import artifacts
 
 Schema = Callable[[object, str], None]  # checks a value found at a field (dotted path), or raises
 MISSING = object()
@@ -177,7 +177,7 @@ INDEX = fields(
         "hardware": optional(SLUG), "device_name": optional(TEXT), "device_type": optional(DEVICE),
         "one_shape": optional(boolean), "overview": optional(boolean), "timing": optional(boolean),
         "variants": fields({}),  # each entry's name and files: profile_sets._check_variant
-        "figures": items(string("|".join(layout.FIGURES), "one of " + ", ".join(layout.FIGURES))),
+        "figures": items(string("|".join(artifacts.FIGURES), "one of " + ", ".join(artifacts.FIGURES))),
         "diffs": items(string(r"[a-z0-9_]+__[a-z0-9_]+\.json", "a diff's file (a__b.json)", 200)),
     },
     required=("variants",),
@@ -194,7 +194,7 @@ BACKWARD = fields({
     "ops_per_backward": optional(SIZE), "saved_for_backward_bytes": optional(SIZE),
     "peak_memory_step_bytes": optional(SIZE),
 })  # fmt: skip
-RANK = fields(  # one rank's row in a summary across ranks (attn.traces.ranks)
+RANK = fields(  # one rank's row in a summary across ranks (attn.traces.ranks.folder)
     {
         "rank": COUNT, "compute_us_per_range": items(SIZE, least=1), "communication_us": SIZE,
         "recv_wait_us": SIZE, "sends_per_range": SIZE, "blocks": optional(SIZE),
