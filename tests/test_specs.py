@@ -3,6 +3,7 @@ so that `grep -rn '"ring_zigzag"' attn/specs/` finds it."""
 
 import ast
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,14 @@ def test_each_variant_is_written_out_in_exactly_one_module(name):
 def test_every_entry_is_written_under_a_literal_name():
     written = [n for text in SOURCES.values() for n in entry_names(text)]
     assert sorted(written, key=str) == sorted(specs.names())
+
+
+def test_no_module_hides_a_lookup_of_the_same_name():
+    # A public.py beside the lookup public() would leave attn.specs.public naming whichever of
+    # the two was bound last.
+    for path in SPECS_DIR.glob("*.py"):
+        if path.stem != "__init__":
+            assert inspect.ismodule(getattr(specs, path.stem, None)), path.name
 
 
 def test_the_check_fails_on_a_built_name_and_on_a_name_in_two_chapters():

@@ -135,7 +135,7 @@ from attn.specs import (  # noqa: E402
 
 # Read as attn.specs.COLD_FIRST_CALL, attn.specs.PUBLIC and attn.specs.public(folder).
 from attn.specs.compiled_and_flex import COLD_FIRST_CALL  # noqa: E402, F401
-from attn.specs.public import PUBLIC, PublicTrace, public  # noqa: E402, F401
+from attn.specs.public_traces import PUBLIC, PublicTrace, public  # noqa: E402, F401
 
 SPECS: tuple[Spec, ...] = (
     *naive.SPECS,
