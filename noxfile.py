@@ -88,7 +88,7 @@ def profile_examples(session: nox.Session) -> None:
     SDPA's dispatch), then build the site."""
     install(session, "docs", "viewer")
     fetch_viewer(session)
-    # Every variant's example (attn/specs.py names each script and its flags), then the sweeps.
+    # Every variant's example (its spec in attn/specs/ names its script and flags), then the sweeps.
     session.run("python", "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs)
     for sweep in (
         "attn.profiling.timing_pass",  # the times the site shows: every variant, interleaved

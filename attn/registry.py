@@ -1,7 +1,7 @@
 """The variant wrappers: attention modules in the Variant contract, and the registry of them all.
 
 A wrapper knows how to run its module and where it can run; its name, title and lesson come from its
-spec (attn/specs.py), which the registry binds to it.
+spec (attn/specs/, a module per chapter), which the registry binds to it.
 """
 
 from __future__ import annotations

@@ -163,7 +163,8 @@ def test_the_site_publishes_the_package_as_a_wheel_the_notebook_installs(built_s
     assert wheel.is_file()
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {
-        "attn/specs.py",
+        "attn/specs/__init__.py",
+        "attn/specs/training.py",
         "attn/_csrc/ops.cpp",
         "attn/profiling/trace_viewer/index.html",
     } <= names

@@ -382,29 +382,43 @@ def program() -> str:
 
 
 def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come when a run starts
+    """The command line: one subcommand each for run, example, analyze, diff, diagnose, recheck."""
     p = argparse.ArgumentParser(
         prog=program(), description=__doc__.splitlines()[0],
         epilog="Each command's --help has examples; analyze, diff, diagnose and recheck need no torch.",
     )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (add_run, add_example, add_analyze, add_diff, add_diagnose, add_recheck):
+        add(sub)
+    return p
+
+
+def command(
+    sub: argparse._SubParsersAction, name: str, help: str, **kwargs
+) -> argparse.ArgumentParser:
+    """A subcommand described by its help, its --help ending in its EXAMPLES unless told."""
+    examples = kwargs.pop("epilog", None) or f"examples:\n{EXAMPLES[name]}\n"
+    return sub.add_parser(
+        name, help=help, description=kwargs.pop("description", f"{help[0].upper()}{help[1:]}."),
+        epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs,
+    )  # fmt: skip
+
+
+def add_run(sub: argparse._SubParsersAction) -> None:
+    """`run`: the variants by name, every one by default."""
     names = specs.names()
-
-    def command(name: str, help: str, **kwargs) -> argparse.ArgumentParser:
-        examples = kwargs.pop("epilog", None) or f"examples:\n{EXAMPLES[name]}\n"
-        return sub.add_parser(
-            name, help=help, description=kwargs.pop("description", f"{help[0].upper()}{help[1:]}."),
-            epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs,
-        )  # fmt: skip
-
-    run_p = command("run", "profile variants on this machine")
+    run_p = command(sub, "run", "profile variants on this machine")
     add_run_arguments(run_p)
     run_p.add_argument(
         "--variants", nargs="+", type=variant_name, default=names, metavar="NAME",
         help=f"variants to profile (default: all): {', '.join(names)}",
     )  # fmt: skip
 
+
+def add_example(sub: argparse._SubParsersAction) -> None:
+    """`example`: the variants whose example scripts run."""
     ex_p = command(
-        "example", "run variants' example scripts (from a checkout), analyse their traces"
+        sub, "example", "run variants' example scripts (from a checkout), analyse their traces"
     )
     add_run_arguments(ex_p)
     ex_p.add_argument(
@@ -412,7 +426,12 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
         help="whose examples to run (default: every variant's)",
     )  # fmt: skip
 
-    an_p = command("analyze", "analyse any Kineto trace (.json or .json.gz), or a folder of ranks")
+
+def add_analyze(sub: argparse._SubParsersAction) -> None:
+    """`analyze`: traces or folders of ranks, the range, whose claims, where to write."""
+    an_p = command(
+        sub, "analyze", "analyse any Kineto trace (.json or .json.gz), or a folder of ranks"
+    )
     an_p.add_argument(
         "traces", nargs="+", type=Path, metavar="TRACE", help="traces, or folders of rank traces"
     )
@@ -425,21 +444,30 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
     )
     an_p.add_argument("--out", type=out_folder, required=True, help="writes OUT/<name>/")
 
+
+def add_diff(sub: argparse._SubParsersAction) -> None:
+    """`diff`: its arguments, description and examples are the gate's."""
     diff_p = command(
-        "diff", "what changed between two runs or sets; with --fail-on, a CI gate",
+        sub, "diff", "what changed between two runs or sets; with --fail-on, a CI gate",
         description=gate.DESCRIPTION, epilog=gate.EXAMPLES,
     )  # fmt: skip
     gate.add_arguments(diff_p)
 
+
+def add_diagnose(sub: argparse._SubParsersAction) -> None:
+    """`diagnose`: one trace or folder of ranks, and where to write the JSON."""
     dg_p = command(
-        "diagnose", "find the attention in any trace: its implementation and what to fix"
+        sub, "diagnose", "find the attention in any trace: its implementation and what to fix"
     )
     dg_p.add_argument(
         "trace", type=Path, metavar="TRACE", help="a trace, anyone's, or a folder of rank traces"
     )
     dg_p.add_argument("--json", type=Path, metavar="OUT", help="also write the report as JSON")
 
-    re_p = command("recheck", "measure the committed traces again; mend what differs")
+
+def add_recheck(sub: argparse._SubParsersAction) -> None:
+    """`recheck`: the folder of sets, and --check to change nothing."""
+    re_p = command(sub, "recheck", "measure the committed traces again; mend what differs")
     re_p.add_argument(
         "root", nargs="?", type=Path, default=Path("profiles"),
         help="the folder of hardware sets (default: profiles)",
@@ -447,7 +475,6 @@ def parser() -> argparse.ArgumentParser:  # builds without torch: defaults come 
     re_p.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if any file differs"
     )
-    return p
 
 
 _stop_asked = threading.Event()

@@ -76,7 +76,7 @@ def check(path: str, section: str) -> int:
     if path not in published_paths(ROOT, ROOT / "docs"):
         raise ValueError(
             f"{path} is not published, so the note cannot link it: name it in the example or the "
-            "sources of a spec in attn/specs.py"
+            "sources of a spec in attn/specs/"
         )
     text = (ROOT / path).read_text(encoding="utf-8")
     marks = SECTION.findall(text)

@@ -5,7 +5,7 @@ Written the way Material for MkDocs' hooks/shortcodes.py is: one regex finds the
 says which function renders each kind, and each renderer's docstring says what it writes. A marker
 stands alone on its line (inline code such as `<!-- profile: naive -->` is left alone), e.g.
 `<!-- profile: naive -->`, `<!-- profile-claim: naive clone-under-masked-fill -->` (a claim of the
-variant's spec in attn/specs.py, by key), `<!-- profile-figure: scaling -->` or
+variant's spec in attn/specs/, by key), `<!-- profile-figure: scaling -->` or
 `<!-- profile-excerpt: attn/naive.py:forward "the forward" -->`; its arguments are read as a shell
 reads words, so a title in quotes is one. One that names an unknown variant, claim, figure, file or
 section fails the build. The sets are read and checked by profile_sets.py, and profile_text.py

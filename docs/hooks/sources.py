@@ -2,7 +2,7 @@
 example as a zip laid out as the README's copy recipe, and the package itself as a wheel.
 
 A chapter shows an excerpt of, say, examples/naive_attention.py and links to the whole file. Each
-spec in attn/specs.py names its example script and the files its chapter excerpts; this hook puts
+spec in attn/specs/ names its example script and the files its chapter excerpts; this hook puts
 every one of them into the site at its path in the repository (site/examples/naive_attention.py),
 so that link works on any host, offline too; a file a page excerpts that no spec names (a CI job's
 YAML) is published the same way. A strict build fails when a chapter links to a source that is
