@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from committed import CPU_SET  # the committed set, as HEAD holds it
 from rank_traces import write_ring
 
 from attn import specs
@@ -235,7 +236,7 @@ def committed_set(tmp_path_factory):
     cpu = root / "cpu"
     cpu.mkdir()
     for name in ("naive", "inplace", "environment.json"):
-        source = ROOT / "profiles" / "cpu-amd-epyc" / name
+        source = CPU_SET / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, cpu / name)
     assert main(["recheck", str(root)]) == 0  # its manifest and diff, for these two
     assert main(["recheck", str(root), "--check"]) == 0
@@ -537,7 +538,7 @@ def help_examples(command: str, capsys) -> list[list[str]]:
 def workspace(tmp_path, monkeypatch):
     """The files the examples name: two runs of the examples (runs/), a baseline, a folder of
     ranks (job-traces/), the committed set (profiles/) and a copy of it (before/)."""
-    committed = ROOT / "profiles" / "cpu-amd-epyc"
+    committed = CPU_SET
     for name in ("naive", "inplace"):
         (tmp_path / "runs" / name).mkdir(parents=True)
         shutil.copy(committed / name / "trace.json.gz", tmp_path / "runs" / name)
