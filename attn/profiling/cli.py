@@ -118,9 +118,11 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
         load_now,
         load_over,
     )
-    from attn.profiling.run import finish_set
+    from attn.profiling.run import finish_set, removed_viewers_line, replaced_set_line
 
     folders, failed = [], []
+    if replaced := replaced_set_line(out, config.device):
+        console.print(shown(replaced))
     if busy := busy_line(load_before_a_run()):
         console.print(busy)
     with adopting_orphans():  # a browser's renderers outlive it: their CPU time is the run's
@@ -141,6 +143,8 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
         load = load_over(before, load_now())
     finish_set(out, config.device, load)
     report(folders, console)
+    if removed := removed_viewers_line(out, config.device):
+        say(removed, err=True)
     for line in failed:
         say(f"error: {line}", err=True)
     return 1 if failed else 0

@@ -171,6 +171,8 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
         text.append((hw["folder"] / name / layout.TABLE_MD).read_text(encoding="utf-8").strip())
     if layout.VIEWER in files:
         text.append(viewer_image(summary, where, shown, url(layout.VIEWER)))
+    elif missing := (summary.get("viewer") or {}).get("missing"):  # why there is no picture
+        text.append(f"<small>No trace-viewer picture of this run: {md.text(missing)}.</small>")
     if layout.TIMELINE in files:
         alt = f"Timeline of one profiled forward of {md.text(where)}"
         svg = (hw["folder"] / name / layout.TIMELINE).read_bytes()
