@@ -173,9 +173,12 @@ def removed_viewers_line(out_root: Path, device: str) -> str | None:
     names = ", ".join(_removed_viewers)
     folder = layout.hardware_dir(out_root, hardware_slug(device))
     _removed_viewers.clear()
+    restore = (
+        f" (`git checkout {folder}` restores the committed set)" if is_committed(folder) else ""
+    )
     return (
         f"viewer.png removed for {names}: each showed the trace this run replaced, and this run "
-        f"took none (`git checkout {folder}` restores a committed set whole)"
+        f"took none{restore}"
     )
 
 
