@@ -616,3 +616,18 @@ def test_a_stop_swallowed_in_a_weakref_callback_is_taken_up_at_the_next_check(mo
     finally:
         cli._stop_asked.clear()
     cli.stop_if_asked()  # no stop asked: nothing happens
+
+
+@pytest.mark.parametrize("command", ["diagnose", "diff"])
+def test_diagnose_and_diff_print_160_columns_into_a_pipe(command, monkeypatch, capsys):
+    """Into a pipe or a log both printed rich's 80 columns: "implementati", "shar", the where and
+    shapes columns gone. Now 160, as the README says and every other command prints."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    naive, inplace = CPU_SET / "naive", CPU_SET / "inplace"
+    argv = [str(naive / "trace.json.gz")] if command == "diagnose" else [str(naive), str(inplace)]
+    assert main([command, *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 80 < max(map(len, lines)) <= 160
+    if command == "diagnose":
+        assert any("implementation" in x and "shapes" in x and "where" in x for x in lines)
+    assert "COLUMNS" not in os.environ  # diff's width is set for its own run only
