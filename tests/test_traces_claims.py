@@ -2,10 +2,9 @@
 fresh tiny runs and on the committed profiles."""
 
 import json
-from pathlib import Path
 
 import pytest
-from committed import CPU_SET
+from committed import CPU_SET, PROFILES
 
 from attn import specs
 from attn.traces.analyze import summarize
@@ -132,7 +131,7 @@ def test_committed_summaries_carry_the_claims_their_traces_give():
     re-evaluated on every committed set (and committed) before it lands."""
     from attn.traces.analyze import recheck
 
-    root = Path(__file__).resolve().parents[1] / "profiles"
+    root = PROFILES  # as committed: a run here rewrites the work tree's set, and recheck its own
     if not root.is_dir():
         pytest.skip("no profiles/ in this checkout")
     stale = recheck(root, specs, write=False)
