@@ -19,13 +19,31 @@ ROOT = Path(__file__).parent
 # Pinned for a quick CPU install where a local wheel exists; GPU users get that release's CUDA build.
 # Override with e.g. ATTN_TORCH="torch==2.11.0" (or use --no-venv with a preinstalled torch).
 TORCH = os.environ.get("ATTN_TORCH", "torch==2.13.0")
+# One environment for every session, so torch (a GB or more) is installed once, not per session.
+SHARED = ROOT / ".nox" / "attention-profiled"
+EXTRAS = "test,docs,viewer"  # what every session together needs
+CPU_TORCH = "https://download.pytorch.org/whl/cpu"  # PyTorch's own CPU wheels
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_venv = "yes"
 
 
-def install(session: nox.Session, *extras: str) -> None:
-    """Install the project (and torch) unless the session runs in an existing environment."""
+def torch_index() -> list[str]:
+    """Where pip also looks for torch: PyTorch's CPU wheels on a machine with no NVIDIA GPU (PyPI's
+    Linux torch is the CUDA build: gigabytes of CUDA libraries a CPU never loads), none on a GPU
+    machine; ATTN_TORCH_INDEX overrides (empty: pip's own configuration only)."""
+    index = os.environ.get("ATTN_TORCH_INDEX")
+    if index is None:
+        gpu = shutil.which("nvidia-smi") or Path("/dev/nvidia0").exists()
+        index = "" if gpu else CPU_TORCH
+    # An extra index, not the only one: its +cpu build wins the pin where it is reachable, and
+    # a machine offline (or with its own wheel mirror) still installs from pip's configuration.
+    return ["--extra-index-url", index] if index else []
+
+
+def install(session: nox.Session) -> str:
+    """The Python a session runs: the one shared environment, made or brought up to date (pip's
+    own output shown: the torch download is the long step), or with --no-venv the interpreter's."""
     # Inductor's cache in ours, outside the checkout: warm compiles, and no cache paths in /tmp.
     # Under a home folder with a space attn/inductor.py moves it (the compiler command splits it).
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attention-profiled"
@@ -35,21 +53,26 @@ def install(session: nox.Session, *extras: str) -> None:
         session.env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
         )
-        return
-    spec = f".[{','.join(extras)}]" if extras else "."
+        return "python"
+    python = str(SHARED / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
     # pip takes 10 s to find nothing to do: skip it while the pins and the extras are as installed.
-    wanted = f"{TORCH} {spec}\n{(ROOT / 'pyproject.toml').read_text()}"
-    stamp = Path(session.virtualenv.location) / "attention-profiled-installed.txt"
+    wanted = f"{TORCH} {torch_index()} .[{EXTRAS}]\n{(ROOT / 'pyproject.toml').read_text()}"
+    stamp = SHARED / "attention-profiled-installed.txt"
     if stamp.is_file() and stamp.read_text() == wanted:
-        return
-    session.install(TORCH)
-    session.install("-e", spec)
+        return python
+    if not Path(python).exists():  # made by the session's own Python: the version nox picked
+        session.run("python", "-m", "venv", str(SHARED))
+    session.log(f"installing {TORCH} and the project into {SHARED}, once for every session")
+    pip = [python, "-m", "pip", "install", "--progress-bar", "on"]
+    session.run(*pip, *torch_index(), TORCH, external=True)  # before the project: its torch
+    session.run(*pip, "-e", f".[{EXTRAS}]", external=True)
     stamp.write_text(wanted)
+    return python
 
 
-def fetch_viewer(session: nox.Session) -> None:
+def fetch_viewer(session: nox.Session, python: str) -> None:
     """The offline trace viewer, once per machine (PyPI and npm); without it, screenshots are skipped."""
-    session.run("python", "-m", "attn.profiling.viewer", "fetch", success_codes=[0, 1])
+    session.run(python, "-m", "attn.profiling.viewer", "fetch", success_codes=[0, 1], external=True)
 
 
 MKDOCS_ENV = {
@@ -60,24 +83,28 @@ MKDOCS_ENV = {
 }
 
 
-def build_site(session: nox.Session) -> None:
+def build_site(session: nox.Session, python: str) -> None:
     if session.venv_backend == "none" and shutil.which("mkdocs") is None:
         session.warn("mkdocs is not installed here: profiles written, site not built")
         return
-    session.run("python", "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=MKDOCS_ENV)
+    session.run(
+        python, "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=MKDOCS_ENV,
+        external=True,
+    )  # fmt: skip
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite, including every runnable code block in README.md and docs/."""
-    install(session, "test", "docs")
-    fetch_viewer(session)
+    python = install(session)
+    fetch_viewer(session, python)
     # -n: a worker per core (at most 4: each imports torch), a test file per worker at a time, so
     # a file's fixtures (a built site, a compiled op) are made once. --durations: the slowest
     # tests, printed at the end of every run, so a slow one is seen.
     session.run(
-        "python", "-m", "pytest", "--codeblocks", "-n", "auto", "--maxprocesses", "4",
+        python, "-m", "pytest", "--codeblocks", "-n", "auto", "--maxprocesses", "4",
         "--dist", "loadfile", "--durations=25", "tests", "README.md", "docs", *session.posargs,
+        external=True,
     )  # fmt: skip
 
 
@@ -86,10 +113,13 @@ def profile_examples(session: nox.Session) -> None:
     """Run every example under the profiler into profiles/<hardware>/, then the timing pass and the
     sweeps (scaling, decoding, training, the benchmark of the custom kernels against SDPA, and
     SDPA's dispatch), then build the site."""
-    install(session, "docs", "viewer")
-    fetch_viewer(session)
+    python = install(session)
+    fetch_viewer(session, python)
     # Every variant's example (its spec in attn/specs/ names its script and flags), then the sweeps.
-    session.run("python", "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs)
+    session.run(
+        python, "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs,
+        external=True,
+    )  # fmt: skip
     for sweep in (
         "attn.profiling.timing_pass",  # the times the site shows: every variant, interleaved
         "attn.profiling.scaling",
@@ -98,8 +128,9 @@ def profile_examples(session: nox.Session) -> None:
         "attn.profiling.benchmark",
         "attn.profiling.dispatch",  # which SDPA backend runs unpinned, and why the others refuse
     ):
-        session.run("python", "-m", sweep, "--out", "profiles", *_device_args(session.posargs))
-    build_site(session)
+        args = ["--out", "profiles", *_device_args(session.posargs)]
+        session.run(python, "-m", sweep, *args, external=True)
+    build_site(session, python)
 
 
 def _device_args(posargs: list[str]) -> list[str]:
@@ -115,27 +146,29 @@ def _device_args(posargs: list[str]) -> list[str]:
 @nox.session
 def scaling(session: nox.Session) -> None:
     """Sweep sequence length for every available variant: profiles/<hardware>/scaling.{json,svg}."""
-    install(session)
-    session.run("python", "-m", "attn.profiling.scaling", "--out", "profiles", *session.posargs)
+    python = install(session)
+    args = ["--out", "profiles", *session.posargs]
+    session.run(python, "-m", "attn.profiling.scaling", *args, external=True)
 
 
 @nox.session
 def benchmark(session: nox.Session) -> None:
     """Time the custom kernels against SDPA: profiles/<hardware>/benchmark.{json,svg} and ratios."""
-    install(session)
-    session.run("python", "-m", "attn.profiling.benchmark", "--out", "profiles", *session.posargs)
+    python = install(session)
+    args = ["--out", "profiles", *session.posargs]
+    session.run(python, "-m", "attn.profiling.benchmark", *args, external=True)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build site/ from the committed profiles."""
-    install(session, "docs", "viewer")
-    fetch_viewer(session)
-    build_site(session)
+    python = install(session)
+    fetch_viewer(session, python)
+    build_site(session, python)
 
 
 @nox.session
 def serve(session: nox.Session) -> None:
     """Serve the site with live reload on http://127.0.0.1:8000."""
-    install(session, "docs")
-    session.run("python", "-m", "mkdocs", "serve", *session.posargs, env=MKDOCS_ENV)
+    python = install(session)
+    session.run(python, "-m", "mkdocs", "serve", *session.posargs, env=MKDOCS_ENV, external=True)

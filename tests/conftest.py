@@ -19,6 +19,7 @@ os.environ.setdefault(
 )
 
 import torch  # noqa: E402
+from committed import PROFILES  # noqa: E402  (profiles/ as committed, not as a run left it)
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +55,7 @@ def copy_set(profiles: Path, slug: str, **fields) -> Path:
     folder = profiles / slug
     if folder.exists():
         return folder
-    shutil.copytree(Path(__file__).resolve().parents[1] / "profiles" / COMMITTED_CPU, folder)
+    shutil.copytree(PROFILES / COMMITTED_CPU, folder)
     _update(folder / "environment.json", **fields, hardware=slug)
     _update(folder / "index.json", **fields, hardware=slug)
     for summary in folder.glob("*/summary.json"):
@@ -84,17 +85,17 @@ def build_site(profiles: Path, site: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
-    """`mkdocs build --strict` of the docs from a copy of profiles/ plus the fake sets (a GPU and a
-    second CPU, add_fake_sets). Returns the site folder (sitemaps, search index and all); the
-    sets it was built from are in built_site.parent / "profiles"."""
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "profiles" / COMMITTED_CPU).is_dir():
+    """`mkdocs build --strict` of the docs from a copy of the committed profiles/ plus the fake
+    sets (a GPU and a second CPU, add_fake_sets). Returns the site folder (sitemaps, search index
+    and all); the sets it was built from are in built_site.parent / "profiles". (The sets a run
+    made here are built into site/ by `nox -s profile_examples` itself, strictly.)"""
+    if not (PROFILES / COMMITTED_CPU).is_dir():
         pytest.skip(
             f"no profiles/{COMMITTED_CPU}/ in this checkout: nothing to build the site from"
         )
     work = tmp_path_factory.mktemp("built_site")
     profiles = work / "profiles"
-    shutil.copytree(root / "profiles", profiles)
+    shutil.copytree(PROFILES, profiles)
     add_fake_sets(profiles)
     site = work / "site"
     run = build_site(profiles, site)

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from committed import CPU_SET  # noqa: F401  the committed CPU set, as HEAD holds it
+
 from attn.traces.diagnosis.diagnose import diagnose  # noqa: F401 (the test modules import it from here)
 from attn.traces.read.trace import Trace, load_trace
 
@@ -22,7 +24,6 @@ def traces_in(folder: Path) -> list[Path]:
 
 SINGLE = sorted(p.name for p in REAL.iterdir() if len(traces_in(p)) == 1)  # one trace each
 RANKED = sorted(p.name for p in REAL.iterdir() if len(traces_in(p)) > 1)  # a folder of ranks
-CPU_SET = ROOT / "profiles/cpu-amd-epyc"  # the committed CPU set (profile_examples may add others)
 FIXTURE = ROOT / "tests/fixtures/cuda_naive_trace.json"
 
 

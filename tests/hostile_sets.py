@@ -15,10 +15,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from committed import CPU_SET
+
 from attn.traces.common import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = ROOT / "profiles/cpu-amd-epyc"
+COMMITTED = CPU_SET  # as HEAD holds it: a profile run here may have rewritten the work tree's
 PUBLIC = "tracelens-h100-bert-small-sdpa-flash"  # shown on the SDPA page
 ALERT = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 INCLUDE = '--8<-- "LICENSE"'  # pymdownx.snippets reads from the checkout's root

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import test_browser
+from committed import PROFILES  # the committed sets, as HEAD holds them
 from test_browser import DESKTOP, PHONE, new_context, shot
 
 browser, site_url = test_browser.browser, test_browser.site_url  # its fixtures, for these tests
@@ -65,7 +66,7 @@ def dispatch_values(kind: str, slug: str) -> list[str]:
     as the answer prints it ("flash in every case (8)")."""
     from attn.traces.claims.dispatch_tables import cases_text, short
 
-    path = ROOT / "profiles" / slug / "dispatch.json"
+    path = PROFILES / slug / "dispatch.json"
     if kind not in UNPINNED or not path.is_file():
         return []
     rows = [r for r in json.loads(path.read_text()) if r.get("inputs") == UNPINNED[kind]]
@@ -96,7 +97,7 @@ class Question:
                 if values := dispatch_values(kind, slug):  # a set made before the figure has none
                     self.values[slug] = values
                 continue
-            paths = [ROOT / "profiles" / slug / n / "summary.json" for n in names]
+            paths = [PROFILES / slug / n / "summary.json" for n in names]
             if not all(p.is_file() for p in paths):
                 continue
             summaries = [json.loads(p.read_text(encoding="utf-8")) for p in paths]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from committed import CPU_SET  # the committed set the site is built from
 from test_docs_hook import hook  # the hook, loaded once as MkDocs loads it
 
 from attn import specs
@@ -210,7 +211,7 @@ def test_generated_tabs_never_merge_with_prose_tabs(site, page):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_built_pages_show_the_cpu_profile(site, page):
-    if not (ROOT / "profiles/cpu-amd-epyc/environment.json").exists():
+    if not (CPU_SET / "environment.json").exists():
         pytest.skip("no profiles/cpu-amd-epyc/ in this checkout yet")
     raw, _ = page_text(site, page)
     assert re.search(r"<td><code>(aten|attn)::", raw), f"{page}: no profiler table"
@@ -221,17 +222,17 @@ def test_built_pages_show_the_cpu_profile(site, page):
 
 
 def test_at_a_glance_lists_every_variant_available_on_cpu(site):
-    if not (ROOT / "profiles/cpu-amd-epyc/environment.json").exists():
+    if not (CPU_SET / "environment.json").exists():
         pytest.skip("no profiles/cpu-amd-epyc/ in this checkout yet")
     raw, _ = page_text(site, "at-a-glance")
     available = [
         p.parent.name
-        for p in sorted((ROOT / "profiles/cpu-amd-epyc").glob("*/summary.json"))
+        for p in sorted(CPU_SET.glob("*/summary.json"))
         if json.loads(p.read_text())["available"]
     ]
     assert {"naive", "inplace", "sdpa_flash", "custom_cpu"} <= set(available)
     # The timing pass times one process's calls: a folder of ranks (ring_*) has no time there.
-    timing = json.loads((ROOT / "profiles/cpu-amd-epyc/timing.json").read_text())
+    timing = json.loads((CPU_SET / "timing.json").read_text())
     timed = {row["variant"] for row in timing["rows"]}
     assert {"naive", "inplace", "sdpa_flash", "custom_cpu"} <= timed
     for name in sorted(set(available) & timed):  # in the CPU tab (fake GPU sets: no device time)
@@ -240,7 +241,7 @@ def test_at_a_glance_lists_every_variant_available_on_cpu(site):
         )
         assert any(re.search(r"\d+\.\d+ ms", row) for row in rows), f"no row with a time: {name}"
     assert re.search(r'<img [^>]*src="\.\./profiles/cpu-amd-epyc/overview\.svg"', raw)
-    figures = json.loads((ROOT / "profiles/cpu-amd-epyc/index.json").read_text())["figures"]
+    figures = json.loads((CPU_SET / "index.json").read_text())["figures"]
     scaling = re.search(r'<img [^>]*src="\.\./profiles/cpu-amd-epyc/scaling\.svg"', raw)
     assert bool(scaling) == ("scaling" in figures), "the scaling figure is shown when it exists"
 

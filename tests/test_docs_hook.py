@@ -184,6 +184,15 @@ def test_available_tab_shows_environment_table_pictures_and_trace(profiles):
     assert "`ampere_bf16_s16816gemm`" in gpu and "CUDA 12.8" in gpu
 
 
+def test_a_set_made_without_a_browser_says_why_its_picture_is_missing(profiles):
+    summary = profiles / "nvidia-h200/naive/summary.json"
+    why = "the run that made this set took none: no chromium on PATH"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "viewer": {"missing": why}}))
+    out = expand("<!-- profile: naive -->", "naive.md", profiles)
+    gpu = out[: out.index('"CPU"\n')]
+    assert f"No trace-viewer picture of this run: {why}." in gpu and "viewer.png" not in gpu
+
+
 def test_links_are_relative_to_the_page(profiles):
     out = expand("<!-- profile: naive -->", "chapters/naive.md", profiles)
     assert "(../profiles/cpu/naive/timeline.svg)" in out

@@ -12,6 +12,7 @@ from pathlib import Path
 import hostile_sets
 import markdown
 import pytest
+from committed import CPU_SET  # the committed set, as HEAD holds it
 from test_docs_hook import EXTENSIONS, expand, sets  # the hook's modules, loaded as MkDocs does
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,10 +21,10 @@ TABBED = {"pymdownx.tabbed": {"alternate_style": True}}
 
 @pytest.fixture
 def profiles(tmp_path):
-    if not (ROOT / "profiles/cpu-amd-epyc/index.json").is_file():
+    if not (CPU_SET / "index.json").is_file():
         pytest.skip("no committed profiles/cpu-amd-epyc/ set here")
     root = tmp_path / "profiles"
-    shutil.copytree(ROOT / "profiles/cpu-amd-epyc", root / "cpu")
+    shutil.copytree(CPU_SET, root / "cpu")
     return root
 
 

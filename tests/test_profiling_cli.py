@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from committed import CPU_SET  # the committed set, as HEAD holds it
 from rank_traces import write_ring
 
 from attn import specs
@@ -235,7 +236,7 @@ def committed_set(tmp_path_factory):
     cpu = root / "cpu"
     cpu.mkdir()
     for name in ("naive", "inplace", "environment.json"):
-        source = ROOT / "profiles" / "cpu-amd-epyc" / name
+        source = CPU_SET / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, cpu / name)
     assert main(["recheck", str(root)]) == 0  # its manifest and diff, for these two
     assert main(["recheck", str(root), "--check"]) == 0
@@ -537,7 +538,7 @@ def help_examples(command: str, capsys) -> list[list[str]]:
 def workspace(tmp_path, monkeypatch):
     """The files the examples name: two runs of the examples (runs/), a baseline, a folder of
     ranks (job-traces/), the committed set (profiles/) and a copy of it (before/)."""
-    committed = ROOT / "profiles" / "cpu-amd-epyc"
+    committed = CPU_SET
     for name in ("naive", "inplace"):
         (tmp_path / "runs" / name).mkdir(parents=True)
         shutil.copy(committed / name / "trace.json.gz", tmp_path / "runs" / name)
@@ -615,3 +616,18 @@ def test_a_stop_swallowed_in_a_weakref_callback_is_taken_up_at_the_next_check(mo
     finally:
         cli._stop_asked.clear()
     cli.stop_if_asked()  # no stop asked: nothing happens
+
+
+@pytest.mark.parametrize("command", ["diagnose", "diff"])
+def test_diagnose_and_diff_print_160_columns_into_a_pipe(command, monkeypatch, capsys):
+    """Into a pipe or a log both printed rich's 80 columns: "implementati", "shar", the where and
+    shapes columns gone. Now 160, as the README says and every other command prints."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    naive, inplace = CPU_SET / "naive", CPU_SET / "inplace"
+    argv = [str(naive / "trace.json.gz")] if command == "diagnose" else [str(naive), str(inplace)]
+    assert main([command, *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert 80 < max(map(len, lines)) <= 160
+    if command == "diagnose":
+        assert any("implementation" in x and "shapes" in x and "where" in x for x in lines)
+    assert "COLUMNS" not in os.environ  # diff's width is set for its own run only

@@ -143,6 +143,32 @@ def test_unavailable_variant_is_recorded_with_its_reason(tmp_path):
     assert [p.name for p in folder.iterdir()] == ["summary.json"]
 
 
+def test_a_run_without_chromium_says_which_pictures_it_removed_and_why(tmp_path, monkeypatch):
+    """A run without chromium deleted the committed viewer.png files it could not remake, unsaid."""
+    folder = profile_variant(attn.get_variant("naive"), TINY, tmp_path)
+    (folder / "viewer.png").write_bytes(b"\x89PNG a picture of the trace this run replaces")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-chromium-here"))
+    profile_variant(attn.get_variant("naive"), TINY, tmp_path, screenshot=True)
+    assert not (folder / "viewer.png").exists()  # it showed the old trace
+    why = json.loads((folder / "summary.json").read_text())["viewer"]["missing"]
+    assert "took none" in why and ("chromium" in why or "viewer" in why), why
+    line = run_module.removed_viewers_line(tmp_path, "cpu")
+    assert line.startswith("viewer.png removed for naive: each showed the trace this run replaced")
+    assert run_module.removed_viewers_line(tmp_path, "cpu") is None  # said once
+
+
+def test_a_run_into_a_committed_set_says_it_replaces_it(tmp_path):
+    """A run replaced the committed set of its CPU (149 files) and said nothing."""
+    folder = tmp_path / hardware_slug("cpu")
+    folder.mkdir()
+    (folder / "environment.json").write_text("{}")
+    assert run_module.replaced_set_line(tmp_path, "cpu") is None  # a set of one's own, untracked
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    line = run_module.replaced_set_line(tmp_path, "cpu")
+    assert f"{folder}/ is a committed set: this run replaces" in line and "git checkout" in line
+
+
 def test_failure_leaves_previous_artifacts_intact(tmp_path, monkeypatch):
     folder = profile_variant(attn.get_variant("inplace"), TINY, tmp_path)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}

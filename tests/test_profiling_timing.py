@@ -16,7 +16,7 @@ import pytest
 
 import attn
 from attn.profiling.config import ProfileConfig
-from attn.profiling.environment import cpu_slug, hardware_slug
+from attn.profiling.environment import cpu_model, cpu_slug, hardware_slug
 from attn.profiling.machine_load import (
     _ended_children,
     adopting_orphans,
@@ -127,6 +127,26 @@ def test_cpu_sets_are_named_by_the_cpu_model():
     )
     assert cpu_slug("AMD EPYC 9654 96-Core Processor") == "cpu-amd-epyc-9654"
     assert cpu_slug("") == "cpu"
+
+
+CPUINFO = (
+    "processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "name, family, model, slug",
+    [  # a cloud VM's bare name: two generations of EPYC made one set, each overwriting the other
+        ("AMD EPYC", 25, 17, "cpu-amd-epyc-family-25-model-17"),  # Zen 4
+        ("AMD EPYC", 26, 2, "cpu-amd-epyc-family-26-model-2"),  # Zen 5
+        ("Intel(R) Xeon(R) CPU @ 2.20GHz", 6, 85, "cpu-intel-xeon-family-6-model-85"),
+        ("AMD EPYC 9654 96-Core Processor", 25, 17, "cpu-amd-epyc-9654"),  # the name tells it
+    ],
+)
+def test_a_cpu_name_that_tells_no_generation_gets_its_family_and_model(name, family, model, slug):
+    first = CPUINFO.format(n=0, family=family, model=model) + f"model name\t: {name}\n"
+    other = CPUINFO.format(n=1, family=1, model=1) + "model name\t: other\n"
+    assert cpu_slug(cpu_model(f"{first}\n{other}")) == slug
 
 
 def _sample(total, idle, steal, own_cpu_s, at, load_avg=(0.1, 0.1, 0.1)):

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from committed import CPU_SET
 
 from attn.profiling import viewer
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT / "profiles/cpu-amd-epyc/naive/trace.json.gz"
+TRACE = CPU_SET / "naive/trace.json.gz"  # as committed
 SHOTS = ROOT / "test-artifacts" / "viewer"
 TIMEOUT_MS = 60_000
 

@@ -22,7 +22,7 @@ from attn import specs
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs/hooks"
-PROFILES = ROOT / "profiles"
+PROFILES = ROOT / "profiles"  # the work tree's: what a run made here and would be committed
 ARTIFACTS = {".svg", ".txt", ".json", ".md"}  # besides the gzip traces
 LINKING = {"href", "src"}  # attributes that point at a file or an anchor
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from committed import PROFILES  # the committed sets, as HEAD holds them
 
 from attn import specs
 from attn.traces.claims.figure_tables import (
@@ -13,8 +14,6 @@ from attn.traces.claims.figure_tables import (
     scaling_table,
     table_head,
 )
-
-PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 
 BENCH = [
     {

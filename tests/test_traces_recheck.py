@@ -3,9 +3,9 @@ mend, and a set's peaks.svg is redrawn from its benchmark.json (the ranks' reche
 test_traces_rank_artifacts.py)."""
 
 import json
-from pathlib import Path
 
 import pytest
+from committed import PROFILES  # the committed sets, as HEAD holds them
 from test_traces_peaks_figure import ROWS
 
 from attn import specs
@@ -17,7 +17,7 @@ from attn.traces.sets.recheck import recheck, recheck_peaks
 def test_committed_summaries_carry_the_claims_their_traces_give():
     """What `python -m attn.profiling recheck --check` checks: a new or changed claim must be
     re-evaluated on every committed set (and committed) before it lands."""
-    root = Path(__file__).resolve().parents[1] / "profiles"
+    root = PROFILES  # as committed: a run here rewrites the work tree's set, and recheck its own
     if not root.is_dir():
         pytest.skip("no profiles/ in this checkout")
     stale = recheck(root, specs, write=False)
@@ -45,6 +45,5 @@ def test_recheck_names_a_benchmark_json_that_is_not_rows(tmp_path):
 def test_every_committed_set_has_the_picture_its_rows_give():
     """A set benchmarked with the peaks shows them (recheck draws what is missing); one from
     before has none."""
-    profiles = Path(__file__).resolve().parents[1] / "profiles"
-    for rows_path in sorted(profiles.glob("*/benchmark.json")):
+    for rows_path in sorted(PROFILES.glob("*/benchmark.json")):
         assert recheck_peaks(rows_path.parent, write=False) == [], rows_path.parent

@@ -10,11 +10,12 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from committed import PROFILES
 from rank_traces import write_ring
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests/fixtures/realtraces/tracelens-h100-bert-small-sdpa-flash"
-CPU = "cpu-amd-epyc"  # the committed CPU set (profile_examples may add others beside it)
+CPU = "cpu-amd-epyc"  # the committed CPU set, read as HEAD holds it (committed.py)
 # What reading a trace may use beyond the standard library (pyproject's dependencies).
 ALLOWED = {"numpy", "orjson", "rich", "matplotlib"}
 
@@ -90,7 +91,7 @@ def run_without_torch(*argv, cwd: Path) -> dict:
 def work(tmp_path_factory):
     """A copy of the committed CPU set and a real GPU trace to read."""
     root = tmp_path_factory.mktemp("no-torch")
-    shutil.copytree(ROOT / "profiles" / CPU, root / "profiles" / CPU)
+    shutil.copytree(PROFILES / CPU, root / "profiles" / CPU)
     shutil.copy(next(REAL.glob("*.json.gz")), root / "bert.json.gz")
     write_ring(root / "job")  # a folder of ranks, read in worker processes
     return root

@@ -417,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ProfilingError, RefusedOutput) as e:
         say(f"error: {e}", err=True)
         return 1
-    rows = run(args.device, seqs, args.head_dims, causals, dtypes, names, budget, console)
+    grid = (seqs, args.head_dims, causals, dtypes, names, budget, console)
+    rows = sweeps.stamped(lambda: run(args.device, *grid))
     if not rows:  # the previous benchmark.json stays as it was
         print(f"error: none of {', '.join(names)} runs on {args.device} here", file=sys.stderr)
         return 1

@@ -17,13 +17,15 @@ read traces with attn.traces and the specs' data, on machines where torch is not
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,9 +124,11 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
         load_now,
         load_over,
     )
-    from attn.profiling.run import finish_set
+    from attn.profiling.run import finish_set, removed_viewers_line, replaced_set_line
 
     folders, failed = [], []
+    if replaced := replaced_set_line(out, config.device):
+        console.print(shown(replaced))
     if busy := busy_line(load_before_a_run()):
         console.print(busy)
     with adopting_orphans():  # a browser's renderers outlive it: their CPU time is the run's
@@ -145,6 +149,8 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
         load = load_over(before, load_now())
     finish_set(out, config.device, load)
     report(folders, console)
+    if removed := removed_viewers_line(out, config.device):
+        say(removed, err=True)
     for line in failed:
         say(f"error: {line}", err=True)
     return 1 if failed else 0
@@ -323,7 +329,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         show = print_diagnosis
     if args.json is not None:
         write_json(args.json, result)
-    show(result, Console())
+    show(result, wide_console(stderr=False))  # stdout, 160 columns into a pipe or a log
     return 0
 
 
@@ -527,6 +533,20 @@ def _with_signals(argv: Sequence[str] | None) -> int:
             signal.signal(s, handler)
 
 
+@contextlib.contextmanager
+def wide_pipe() -> Iterator[None]:
+    """While inside, a rich Console made anywhere (diff's own) prints 160 columns into a pipe or
+    a log, as wide_console does, not rich's 80; a terminal, or a COLUMNS of one's own, is kept."""
+    if sys.stdout.isatty() or "COLUMNS" in os.environ:
+        yield
+        return
+    os.environ["COLUMNS"] = "160"  # rich reads it when a Console is made
+    try:
+        yield
+    finally:
+        os.environ.pop("COLUMNS", None)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -539,7 +559,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "analyze":
             return cmd_analyze(args, console)
         if args.command == "diff":  # 2 on bad input: 1 is a regression
-            return gate.run(args)
+            with wide_pipe():
+                return gate.run(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         return cmd_recheck(args, console)

@@ -565,13 +565,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     kind = "cuda" if is_gpu(args.device) else "cpu"
-    rows = sweep(
-        args.device,
-        tuple(args.lengths or LENGTHS[kind]),
-        tuple(args.batches or BATCHES[kind]),
-        dtype=DTYPES[args.dtype] if args.dtype else None,
-        threads=args.threads,
-        progress=lambda text: print(f"decoding: {text}", file=sys.stderr, flush=True),
+    rows = sweeps.stamped(
+        lambda: sweep(
+            args.device,
+            tuple(args.lengths or LENGTHS[kind]),
+            tuple(args.batches or BATCHES[kind]),
+            dtype=DTYPES[args.dtype] if args.dtype else None,
+            threads=args.threads,
+            progress=lambda text: print(f"decoding: {text}", file=sys.stderr, flush=True),
+        )
     )
     folder = write(args.out, args.device, rows)
     print("\n".join(summary_lines(rows)))

@@ -27,7 +27,8 @@ def device_name(device: str) -> str:
 
 def hardware_slug(device: str) -> str:
     """A set's folder: the GPU's name as a lowercase slug (`nvidia-h200`), or `cpu-` and the CPU's
-    model (`cpu-amd-epyc`), so a run on another CPU adds a set beside the others."""
+    model (`cpu-amd-epyc-9654`, `cpu-amd-epyc-family-25-model-17`), so a run on another CPU adds
+    a set beside the others."""
     if is_gpu(device):
         return slug(device_name(device))
     return cpu_slug(cpu_model())
@@ -40,7 +41,7 @@ def slug(name: str) -> str:
 
 # Words in a CPU's model name that tell no two models apart: marks, clock speeds, core counts.
 _CPU_NOISE = re.compile(
-    r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b|\b\d+(\.\d+)?\s*ghz\b", re.I
+    r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@|\b\d+-core\b|\b\d+(\.\d+)?\s*ghz\b", re.I
 )
 
 
@@ -50,14 +51,24 @@ def cpu_slug(model: str) -> str:
     return "-".join(filter(None, ("cpu", slug(_CPU_NOISE.sub(" ", model)))))
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name as lscpu shows it; where that name tells no generation apart (a cloud
+    VM's 'AMD EPYC', 'Intel(R) Xeon(R) Processor'), with its family and model numbers after it,
+    so a Zen 4 and a Zen 5 make two sets, not one that each overwrites."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    first = {}  # the first processor's fields: every core of one machine is one model
+    for line in cpuinfo.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip(), value.strip())
+    name = first.get("model name") or platform.processor() or platform.machine()
+    family, model = first.get("cpu family"), first.get("model")
+    if family and model and not re.search(r"\d", _CPU_NOISE.sub(" ", name)):
+        name += f" (family {family}, model {model})"
+    return name
 
 
 def git_commit() -> str | None:
@@ -72,6 +83,21 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return commit + ("-dirty" if dirty else "")
+
+
+def is_committed(folder: Path) -> bool:
+    """Whether git tracks files under `folder` (a committed set); False outside a checkout."""
+    if not folder.is_dir():
+        return False
+    try:
+        return bool(
+            subprocess.run(
+                ["git", "ls-files", "--", "."], cwd=folder, capture_output=True, text=True,
+                timeout=10, check=True,
+            ).stdout.strip()
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def stamp() -> dict:

@@ -6,6 +6,7 @@ No torch at import: the trace commands share these flags and run where torch is 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -93,6 +94,7 @@ def variant_name(text: str) -> str:
 
 
 def wide_console(stderr: bool = True) -> Console:
-    """rich on stderr (or stdout); in a log or a pipe 160 columns wide, so no table is cut at 80."""
+    """rich on stderr (or stdout); in a log or a pipe 160 columns wide, so no table is cut at 80
+    (a COLUMNS of one's own is kept: rich reads it)."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else 160)
+    return Console(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 160)

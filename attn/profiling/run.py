@@ -18,7 +18,14 @@ from attn import specs
 from attn.profiling.capture import capture
 from attn.profiling.cold_cache import empty_compile_cache
 from attn.profiling.config import ProfileConfig
-from attn.profiling.environment import device_name, environment, hardware_slug, is_gpu, stamp
+from attn.profiling.environment import (
+    device_name,
+    environment,
+    hardware_slug,
+    is_committed,
+    is_gpu,
+    stamp,
+)
 from attn.profiling.flags import ProfilingError
 from attn.profiling.launch import last_line, run_script
 from attn.traces.common import artifacts
@@ -38,6 +45,9 @@ from attn.traces.sets.rank_artifacts import write_ranked
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
+# Variants whose folder held a viewer.png before this run replaced it and holds none after: the
+# old picture showed the old trace, so it goes with it, and the run says so in one line at its end.
+_removed_viewers: list[str] = []
 
 
 def why_not_here(variant: Variant, config: ProfileConfig, ranks: int = 1) -> str | None:
@@ -77,6 +87,7 @@ def profile_variant(
     """Profile `variant` here under `config` into `<out>/<hardware>/<variant>/`; returns it."""
     base = base_summary(variant, config)
     folder = artifacts.variant_dir(out_root, base["hardware"], variant.name)
+    had_viewer = (folder / artifacts.VIEWER).is_file()
     try:
         reason = why_not_here(variant, config)
         if reason is not None:
@@ -88,8 +99,7 @@ def profile_variant(
             _record_unavailable(folder, base, str(exc))
             return folder
         summary = _analyse(trace, folder, variant, base, table)
-        if screenshot:
-            add_viewer_screenshot(folder, summary)
+        _add_viewer(folder, summary, screenshot, had_viewer)
     except Exception as exc:
         raise ProfilingError(
             f"profiling {variant.name} failed: {type(exc).__name__}: {exc}"
@@ -125,11 +135,56 @@ def add_viewer_screenshot(folder: Path, summary: dict) -> Path | None:
         if not _skipped_viewer:
             _skipped_viewer.append(str(e))
             say(f"viewer.png skipped: {e}", err=True)
+        note_no_viewer(folder, summary, f"the run that made this set took none: {e}")
         return None
     # Where the marked event is, as fractions of the picture's width: a phone scrolls to it.
     write_json(folder / artifacts.SUMMARY, {**summary, "viewer": {"selected": facts["selected"],
                                                                "mark": facts.get("mark")}})  # fmt: skip
     return folder / artifacts.VIEWER
+
+
+def note_no_viewer(folder: Path, summary: dict, why: str) -> None:
+    """Say in the summary why the variant has no viewer.png, for the page to say it too."""
+    write_json(folder / artifacts.SUMMARY, {**summary, "viewer": {"missing": why}})
+
+
+def _add_viewer(folder: Path, summary: dict, screenshot: bool, had_viewer: bool) -> None:
+    """The screenshot (or why there is none), and the variant noted if its old one is gone."""
+    if screenshot:
+        add_viewer_screenshot(folder, summary)
+    else:
+        note_no_viewer(
+            folder, summary, "the run that made this set took no screenshots (--no-screenshot)"
+        )
+    if had_viewer and not (folder / artifacts.VIEWER).is_file():
+        _removed_viewers.append(folder.name)
+
+
+def replaced_set_line(out_root: Path, device: str) -> str | None:
+    """One line when this run writes into a committed set: it replaces that set's numbers."""
+    folder = artifacts.hardware_dir(out_root, hardware_slug(device))
+    if not is_committed(folder):
+        return None
+    return (
+        f"{folder}/ is a committed set: this run replaces what it profiles there with this "
+        f"machine's numbers (`git checkout {folder}` restores it)"
+    )
+
+
+def removed_viewers_line(out_root: Path, device: str) -> str | None:
+    """One line naming the variants whose viewer.png this run removed with the trace it showed."""
+    if not _removed_viewers:
+        return None
+    names = ", ".join(_removed_viewers)
+    folder = artifacts.hardware_dir(out_root, hardware_slug(device))
+    _removed_viewers.clear()
+    restore = (
+        f" (`git checkout {folder}` restores the committed set)" if is_committed(folder) else ""
+    )
+    return (
+        f"viewer.png removed for {names}: each showed the trace this run replaced, and this run "
+        f"took none{restore}"
+    )
 
 
 def example_flags(config: ProfileConfig) -> list[str]:
@@ -161,6 +216,7 @@ def profile_example(
     if reason is not None:
         _record_unavailable(folder, base, reason)
         return folder
+    had_viewer = (folder / artifacts.VIEWER).is_file()
     artifacts.check_replaceable(folder)  # before minutes of work, not after
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(folder.parent)  # what a killed run left
@@ -179,8 +235,7 @@ def profile_example(
                 raise ProfilingError(f"analysing {variant.name}'s traces failed: {exc}") from exc
             return folder
         summary = _analyse_written(written, folder, variant, base)
-    if screenshot:
-        add_viewer_screenshot(folder, summary)
+    _add_viewer(folder, summary, screenshot, had_viewer)
     return folder
 
 

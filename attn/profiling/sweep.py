@@ -12,6 +12,7 @@ import attn
 from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import device, out_folder, positive
+from attn.profiling.machine_load import busy_line, load_before_a_run, load_now, load_over
 from attn.traces.common import artifacts
 from attn.traces.common.atomic import RefusedOutput
 from attn.traces.common.terminal import say
@@ -41,6 +42,18 @@ def available(
     return found
 
 
+def stamped(measure: Callable[[], list[dict]]) -> list[dict]:
+    """A sweep's rows, each stamped with the machine's load while the sweep ran (other work's share
+    of the CPU, busy or not: attn.profiling.machine_load), as the timing pass stamps its own; said in one
+    line first when the machine is busy. A row carries it: a benchmark merges rows of runs apart."""
+    if busy := busy_line(load_before_a_run()):
+        say(busy, err=True)
+    before = load_now()
+    rows = measure()
+    load = load_over(before, load_now())
+    return [{**row, "load": load} for row in rows]
+
+
 Draw = Callable[[list, str, Path], None]  # (rows, title, path): a figure of the rows
 
 
@@ -66,7 +79,7 @@ def seq_main(module, argv: list[str] | None) -> int:
     except RefusedOutput as e:
         say(f"error: {e}", err=True)
         return 1
-    rows = module.sweep(args.device, seqs)
+    rows = stamped(lambda: module.sweep(args.device, seqs))
     folder = module.write(args.out, args.device, rows)
     print(f"{stem}: {len(rows)} rows written to {folder}/{stem}.json and {stem}.svg")
     return 0

@@ -172,6 +172,8 @@ def variant_tab(hw: dict, page: Page, name: str) -> str | None:
         text.append((hw["folder"] / name / artifacts.TABLE_MD).read_text(encoding="utf-8").strip())
     if artifacts.VIEWER in files:
         text.append(viewer_image(summary, where, shown, url(artifacts.VIEWER)))
+    elif missing := (summary.get("viewer") or {}).get("missing"):  # why there is no picture
+        text.append(f"<small>No trace-viewer picture of this run: {md.text(missing)}.</small>")
     if artifacts.TIMELINE in files:
         alt = f"Timeline of one profiled forward of {md.text(where)}"
         svg = (hw["folder"] / name / artifacts.TIMELINE).read_bytes()
