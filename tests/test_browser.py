@@ -617,6 +617,36 @@ def test_search_finds_memcpy(site_url, page):
     shot(page, "search-memcpy")
 
 
+# A word a reader searches for, and the chapter that teaches it (each names it in its tags).
+TAUGHT_BY = {
+    "masked_fill_": "In-place masking",
+    "ring attention": "Context parallelism",
+    "online softmax": "Custom kernels",
+    "group_by_input_shape": "Reading a profile",
+}
+
+
+@pytest.mark.parametrize("query", list(TAUGHT_BY))
+def test_material_search_ranks_the_chapter_that_teaches_a_word_first(site_url, page, query):
+    """Material's own search (its lunr index of the built site, in its worker) puts the chapter
+    that teaches the word at the top of the results."""
+    page.goto(site_url)
+    search = page.locator("input.md-search__input")
+    search.click()
+    search.press_sequentially(query)  # Material reads the query on keyup, which fill() skips
+    # Results for the first letters come and go while typing: wait for those of the whole query.
+    page.wait_for_function(
+        "(h) => [...document.querySelectorAll('.md-search-result a[href]')]"
+        ".some((a) => new URL(a.href).searchParams.get('h') === h)",
+        arg=query,
+    )
+    pages = page.evaluate(
+        "[...document.querySelectorAll('.md-search-result__item')]"
+        ".map((i) => (i.querySelector('h1') || i.querySelector('h2')).textContent.trim())"
+    )
+    assert pages[0] == TAUGHT_BY[query], f"{query!r} ranks {pages[:4]}"
+
+
 def test_clicking_a_timeline_zooms_it(site_url, page):
     page.goto(site_url + "naive/")
     page.evaluate(OPEN_EVIDENCE)
