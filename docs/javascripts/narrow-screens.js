@@ -195,7 +195,7 @@ function keys(img, frame) {
     probe.remove();
     // A question may have hidden the figure meanwhile (guess.js): drawn once it shows again.
     whenShown(img, function () {
-      var scale = img.clientWidth / box[2];
+      var scale = img.clientWidth / box[2], note = frame.nextElementSibling; // its scroll note
       var wrap = document.createElement("div");
       wrap.className = "attn-figure";
       frame.before(wrap);
@@ -211,6 +211,7 @@ function keys(img, frame) {
         wrap.appendChild(shelf);
       }
       wrap.appendChild(frame);
+      if (note && note.matches(".attn-scroll-note")) wrap.appendChild(note); // still right under it
       frame.scrollLeft = scrolled;
       if (!(edge > 0 && edge < box[2])) return; // no plot drawn on a patch
       var axis = cut(img, scale, 0, top, edge, box[3] - top);
