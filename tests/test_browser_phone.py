@@ -396,11 +396,9 @@ HIGHLIGHTS = """() => [...document.querySelectorAll("article pre > code .hll")]
 
 
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
-def test_a_highlighted_line_is_marked_at_the_block_edge_not_through_its_text(
-    site_url,
-    browser,
-    width,  # noqa: F811
-):
+def test_a_highlighted_lines_bar_is_at_the_block_edge(site_url, browser, width):  # noqa: F811
+    """Material's bar beside a highlighted line (hl_lines) is drawn at the block's edge, not
+    through the line's text."""
     context = new_context(browser, width)
     try:
         page = open_page(context, site_url + "inplace/")
