@@ -1,7 +1,8 @@
-"""Guess first, in a real browser: before the reader answers or skips a chapter's question, no value
-the sets measured for it is on screen (not in the evidence, the checks, a table, a claim, nor in a
-sentence above the question), and no picture of a set is; after answering, and after skipping,
-the values show.
+"""Guess first, in a real browser: before the reader answers or skips a chapter's question, its
+measured answer is nowhere on screen (not in the evidence, the checks, a table, a claim, nor in a
+sentence above the question), the evidence of its section is hidden, and nothing outside its own
+section is (the rest of the chapter reads as it is); after answering, and after skipping, the
+values show.
 
 The values are worked out here from the committed sets' summary.json, as a reader would, in the
 forms the pages print them: a ratio to two decimals, bytes in MiB to one, "63 ATen ops", the
@@ -113,8 +114,12 @@ class Question:
     def __repr__(self) -> str:
         return f"{self.kind} {' '.join(self.names)}"
 
+    def answers(self) -> set[str]:
+        """The measured answer, as the page and the examples print it."""
+        return {v for values in self.values.values() for v in values} | self.printed
+
     def needles(self) -> set[str]:
-        return {v for values in self.values.values() for v in values} | self.observed | self.printed
+        return self.answers() | self.observed
 
 
 def questions(page: str) -> list[Question]:
@@ -146,6 +151,33 @@ SHOWN_PICTURES = """() => [...document.querySelectorAll('article img[src*="profi
 # Each question group (a guess box, or the tab set that holds one box per set).
 GROUPS = """() => [...new Set([...document.querySelectorAll(".attn-guess")]
   .map((b) => b.closest(".tabbed-set") || b))].length"""
+# What a page hides before its questions are answered, against each question's own section: the
+# parts of the article after the question up to the next heading of its section's level or above
+# (worked out here from the headings, not from guess.js). Returns the hidden parts outside every
+# question's section, and the evidence blocks inside one that are not hidden.
+SECTIONS = """() => {
+  const article = document.querySelector("article");
+  const parts = [...article.children];
+  const level = (el) => /^H([1-6])$/.exec(el.tagName) && Number(el.tagName[1]);
+  const inside = new Set();
+  for (const box of document.querySelectorAll(".attn-guess")) {
+    let top = box.closest(".tabbed-set") || box;
+    while (top.parentElement !== article) top = top.parentElement;
+    const at = parts.indexOf(top);
+    const above = parts.slice(0, at).reverse().find(level);
+    const own = above ? level(above) : 1;
+    for (const part of parts.slice(at + 1)) {
+      if (level(part) && level(part) <= own) break;
+      inside.add(part);
+    }
+  }
+  const name = (el) => (el.id || el.textContent.trim()).slice(0, 50);
+  return {
+    outside: parts.filter((p) => p.matches(".attn-unanswered") && !inside.has(p)).map(name),
+    shown: [...inside].filter((p) => !p.matches(".attn-unanswered") && !p.matches(".attn-guess-waiting"))
+      .filter((p) => p.matches("details.evidence") || p.querySelector("details.evidence")).map(name),
+  };
+}"""
 
 
 def open_page(context, url: str):
@@ -158,7 +190,7 @@ def open_page(context, url: str):
 
 def answer_all(page, how: str) -> None:
     """Answer (with a guess that may be wrong) or skip every question, in page order."""
-    for n in range(page.evaluate(GROUPS)):
+    for n in range(page.locator(".attn-guess:visible").count()):
         box = page.locator(".attn-guess:visible").nth(n)
         box.scroll_into_view_if_needed()
         if how == "skip":
@@ -197,10 +229,17 @@ def test_no_measured_value_shows_before_the_reader_answers(site_url, browser, pa
         for q in asked:  # the check looks for what the page holds
             assert any(found(written, v) for v in q.needles()), f"/{path}/: {q}: nothing to find"
         shown = page.evaluate(SHOWN_TEXT)
-        seen = sorted({f"{q}: {v!r}" for q in asked for v in q.needles() if found(shown, v)})
+        seen = sorted({f"{q}: {v!r}" for q in asked for v in q.answers() if found(shown, v)})
         assert not seen, f"/{path}/ at {width} px shows measured values before a guess: {seen}"
-        pictures = page.evaluate(SHOWN_PICTURES)
-        assert not pictures, f"/{path}/ at {width} px shows pictures before a guess: {pictures}"
+        opened = page.locator(".attn-guess-answer:visible").count()
+        assert not opened, f"/{path}/: {opened} measured answers can be opened before a guess"
+        sections = page.evaluate(SECTIONS)
+        assert not sections["outside"], (
+            f"/{path}/: hidden outside every question's section: {sections['outside']}"
+        )
+        assert not sections["shown"], (
+            f"/{path}/: evidence shown before a guess: {sections['shown']}"
+        )
         shot(page, f"guess-first-{path}-{width}-before", full_page=True)
         for how in ("answer", "skip"):
             page.close()
@@ -250,13 +289,13 @@ def test_a_link_to_a_hidden_heading_shows_it(site_url, browser):
     """The table of contents and search results link to headings in what a question hides."""
     context = new_context(browser)
     try:
-        page = open_page(context, f"{site_url}naive/#check-your-guess")
-        heading = page.locator("#check-your-guess")
+        page = open_page(context, f"{site_url}naive/#the-evidence")
+        heading = page.locator("#the-evidence")
         heading.wait_for(state="visible")
         page.goto(f"{site_url}naive/")
         page.wait_for_function("document.querySelector('.attn-guess form:not([hidden])')")
-        assert not page.locator("#what-the-profile-shows").is_visible()
-        page.locator(".md-sidebar--secondary a[href='#what-the-profile-shows']").first.click()
-        page.locator("#what-the-profile-shows").wait_for(state="visible")
+        assert not page.locator("#check-your-guess").is_visible()
+        page.locator(".md-sidebar--secondary a[href='#check-your-guess']").first.click()
+        page.locator("#check-your-guess").wait_for(state="visible")
     finally:
         context.close()

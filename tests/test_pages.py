@@ -289,6 +289,26 @@ def test_each_chapter_shows_its_scripts_recipe_exactly_once():
     }  # fmt: skip
 
 
+CLAIM = re.compile(
+    r"^\s*<!-- profile-(?P<kind>check|claim): (?P<variant>\w+)(?: (?P<key>[\w.-]+))? -->$", re.M
+)
+
+
+def test_a_chapter_shows_each_claim_in_one_place():
+    """A claim renders once on a page: in the explanation where its marker stands, not again in a
+    list of all the variant's claims (`profile-check`) before or after it."""
+    problems = []
+    for page in PAGES:
+        marks = list(CLAIM.finditer(page.read_text(encoding="utf-8")))
+        listed = {m["variant"] for m in marks if m["kind"] == "check"}
+        claims = [(m["variant"], m["key"]) for m in marks if m["kind"] == "claim"]
+        problems += [
+            f"{page.name}: {v} {k} twice" for v, k in set(claims) if claims.count((v, k)) > 1
+        ]
+        problems += [f"{page.name}: {v} {k} also in its list" for v, k in claims if v in listed]
+    assert not problems, "\n".join(problems)
+
+
 # --- the commands a page promises output for ------------------------------------------------------
 
 

@@ -364,3 +364,26 @@ def test_built_pages_name_no_local_path(built_site):
         for problem in leaks(p.read_text(encoding="utf-8"), paths, [])
     ]
     assert not found, "\n".join(found)
+
+
+# A word a reader searches for, and the page that teaches it.
+TAUGHT_AT = {
+    "masked_fill_": "inplace/",
+    "ring attention": "context-parallel/",
+    "online softmax": "custom-kernels/",
+    "group_by_input_shape": "reading-a-profile/",
+}
+
+
+@pytest.mark.parametrize("word", list(TAUGHT_AT))
+def test_the_search_index_tags_only_the_teaching_page_with_its_word(built_site, word):
+    """Material's search weighs a tag far above a title or the text (its `fields` boosts): the
+    word is a tag of the teaching page's entries, of no other page's, and the page's text uses it.
+    (The ranking itself, in Material's own search, is checked in test_browser.py.)"""
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    boost = {name: field["boost"] for name, field in index["config"]["fields"].items()}
+    assert boost["tags"] > boost["title"] > boost["text"], boost
+    tagged = {d["location"].split("#")[0] for d in index["docs"] if word in d.get("tags", [])}
+    assert tagged == {TAUGHT_AT[word]}, tagged
+    text = " ".join(d["text"] for d in index["docs"] if d["location"].startswith(TAUGHT_AT[word]))
+    assert word.lower() in text.lower(), f"{TAUGHT_AT[word]} does not use {word!r}"

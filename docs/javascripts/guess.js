@@ -1,12 +1,13 @@
 // Guess first: each question of a guess box is answered on the page (docs/hooks/guesses.py writes
 // the question, the measured answer and what a miss means). What follows a question states what was
-// measured (the evidence, the checks, tables, figures, the explanation), so it stays hidden up to the
-// next question's section, until the reader answers or skips; answering, or skipping, shows it and
-// opens the answer and the evidence in it. A link to a heading in it (the table of contents, a
-// search result) shows it too. Nothing is sent or kept anywhere.
-// Without JavaScript nothing is hidden, the form stays hidden, and the reader opens the answer and
-// the evidence by hand.
+// measured (the evidence, the checks, tables, figures, the explanation), so it stays hidden to the
+// end of the question's own section, until the reader answers or skips; answering, or skipping,
+// shows it and opens the answer and the evidence in it; the measured answer is not there to open
+// before. A link to a heading in it (the table of contents, a search result) shows it too. Nothing
+// is sent or kept anywhere. Without JavaScript nothing is hidden, the form stays hidden, and the
+// reader opens the answer and the evidence by hand.
 document$.subscribe(function () {
+  mergeTabs();
   var boxes = Array.from(document.querySelectorAll(".attn-guess"));
   var group = function (box) { return box.closest(".tabbed-set") || box; };
   var isHeading = function (el) { return /^H[1-6]$/.test(el.tagName); };
@@ -17,8 +18,19 @@ document$.subscribe(function () {
     return el;
   };
 
+  var level = function (heading) { return Number(heading.tagName.slice(1)); };
+  // The level of the section that holds el: that of the nearest heading above it (1: the page's).
+  var sectionLevel = function (el) {
+    for (el = el.previousElementSibling; el; el = el.previousElementSibling) {
+      if (isHeading(el)) return level(el);
+    }
+    return 1;
+  };
+
   // Each question group, and the parts of the page after it that state what was measured: its
-  // siblings up to the next group's section (the heading above the next question), or the end.
+  // siblings to the end of its own section (the next heading of its section's level or above),
+  // or up to the next question's section (the heading above the next question), if sooner. The
+  // rest of the page, unrelated to the question, is never hidden by it.
   var groups = [];
   boxes.forEach(function (box) {
     var top = partOf(group(box));
@@ -26,16 +38,22 @@ document$.subscribe(function () {
   });
   groups.forEach(function (g, i) {
     var next = groups[i + 1] ? groups[i + 1].top : null;
-    var stop = next;
+    var stop = next, own = sectionLevel(g.top);
     for (var el = next && next.previousElementSibling; el && el !== g.top; el = el.previousElementSibling) {
       if (isHeading(el)) { stop = el; break; }
     }
     for (var part = g.top.nextElementSibling; part && part !== stop && part !== next; part = part.nextElementSibling) {
+      if (isHeading(part) && level(part) <= own) break;
       g.parts.push(part);
     }
   });
 
-  var reveal = function (g) {
+  // Questions asked together (one tab set holds them) share what follows: shown once each one
+  // of the tab the reader is on has been answered or skipped.
+  var reveal = function (g, box) {
+    var tab = box.closest(".tabbed-block") || box;
+    var asked = tab.querySelectorAll(".attn-guess");
+    if (Array.prototype.some.call(asked, function (b) { return !b.hasAttribute("data-done"); })) return;
     g.parts.forEach(function (part) { part.classList.remove("attn-unanswered"); });
     if (g.note) { g.note.remove(); g.note = null; }
   };
@@ -56,7 +74,9 @@ document$.subscribe(function () {
       return g.note && g.parts.some(function (part) { return part.contains(target); });
     });
     if (!hidden) return;
-    reveal(hidden);
+    hidden.parts.forEach(function (part) { part.classList.remove("attn-unanswered"); });
+    hidden.note.remove();
+    hidden.note = null;
     target.scrollIntoView();
   };
   follow();
@@ -96,6 +116,7 @@ document$.subscribe(function () {
     var answer = box.querySelector(".attn-guess-answer");
     var mine = groups.find(function (g) { return g.top === partOf(group(box)); });
     form.hidden = false;
+    answer.hidden = true; // the answer opens once the reader answers or skips, never before
     var show = function (guess) {
       result.textContent = "";
       if (guess !== null) {
@@ -108,8 +129,10 @@ document$.subscribe(function () {
         result.appendChild(document.createTextNode("Skipped: compare the evidence with what you wrote down."));
       }
       result.hidden = false;
+      answer.hidden = false;
       answer.open = true;
-      reveal(mine);
+      box.setAttribute("data-done", "");
+      reveal(mine, box);
       openEvidence(box);
     };
     form.addEventListener("submit", function (event) {
@@ -121,3 +144,28 @@ document$.subscribe(function () {
     form.querySelector("[data-skip]").addEventListener("click", function () { show(null); });
   });
 });
+
+// Questions in a row, each in a tab set of its own with the same tabs (one per hardware set): one
+// tab set, each tab holding its questions in order, instead of the same bar of tabs again and again.
+function mergeTabs() {
+  var labels = function (set) {
+    return Array.from(set.querySelectorAll(":scope > .tabbed-labels > label")).map(function (l) {
+      return l.textContent;
+    }).join("\n");
+  };
+  var asks = function (el) {
+    return el && el.matches(".tabbed-set") && el.querySelector(":scope > .tabbed-content .attn-guess");
+  };
+  // An emptied tab set stays in the page, hidden: Material's tabs keep track of every set.
+  document.querySelectorAll("article .tabbed-set").forEach(function (first) {
+    if (first.hidden || !asks(first)) return; // merged into one before it
+    var blocks = first.querySelectorAll(":scope > .tabbed-content > .tabbed-block");
+    var next = first.nextElementSibling;
+    for (; asks(next) && labels(next) === labels(first); next = next.nextElementSibling) {
+      next.querySelectorAll(":scope > .tabbed-content > .tabbed-block").forEach(function (block, i) {
+        while (block.firstChild) blocks[i].appendChild(block.firstChild);
+      });
+      next.hidden = true;
+    }
+  });
+}
