@@ -22,7 +22,7 @@ DOCS = sorted((ROOT / "docs").rglob("*.md")) + [p for p in [ROOT / "README.md"] 
 PAGES = {"naive": "scores = scores.masked_fill(mask, float(\"-inf\"))",
          "inplace": "scores.masked_fill_(mask, float(\"-inf\"))",
          "sdpa": "with sdpa_kernel(BACKENDS[self.backend]):",
-         "custom-kernels": "return load_ops().flash_attention_forward(q, k, v, is_causal, scale)"}  # fmt: skip
+         "custom-kernels": "return attention(q, k, v, is_causal, scale, backward=self.backward)"}  # fmt: skip
 
 # pytest-codeblocks runs fences whose info string is exactly `python`, `sh` or `bash`, and silently
 # ignores everything else. These look like Python (or run a shell) and need an explicit decision.
