@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn.specs import SDPA_CPU_OP, Spec, V
+from attn.specs.record import SDPA_CPU_OP, Spec, V
 from attn.traces.claims.claim import Claim, both
 from attn.traces.claims.shape_checks import peak_holds_the_copies, repeat_copies
 from attn.traces.claims.trace_checks import absent, copy_kernels, memcpys, present

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn.specs import Spec, V
+from attn.specs.record import Spec, V
 from attn.traces.claims.claim import Claim, both
 from attn.traces.claims.shape_checks import only_scalar_copies, peak_in_score_matrices
 from attn.traces.claims.trace_checks import (

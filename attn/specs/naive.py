@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn.specs import Spec, V
+from attn.specs.record import Spec, V
 from attn.traces.claims.claim import Claim, both
 from attn.traces.claims.shape_checks import (
     copies_of_scores_and_scalar,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn.specs import SDPA_CPU_OP, Spec, V
+from attn.specs.record import SDPA_CPU_OP, Spec, V
 from attn.traces.claims.benchmark_checks import BenchmarkClaim, slower_than
 from attn.traces.claims.claim import Claim, both
 from attn.traces.claims.dispatch_checks import ran, refused
