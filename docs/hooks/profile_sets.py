@@ -297,7 +297,7 @@ def artifact_files(root: Path, config) -> list[File]:
             folder / artifacts.ENVIRONMENT,
             folder / artifacts.OVERVIEW,
         ]
-        paths += [folder / artifacts.TIMING]
+        paths += [folder / artifacts.TIMING, folder / artifacts.CLAIMS]
         paths += [
             folder / f"{f}.{ext}" for f in manifest.get("figures", []) for ext in ("svg", "json")
         ]

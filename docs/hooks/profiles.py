@@ -45,7 +45,6 @@ from profile_text import (
     mark,
     run_line,
     speedup_tab,
-    step_rows,
     timeline_mark,
     trace_buttons,
     unavailable_note,
@@ -53,10 +52,11 @@ from profile_text import (
     viewer_image,
 )
 from rank_text import ranks_text
+from set_schema import SET_CLAIMS
 from sources import wheel_name
 
 from attn import specs
-from attn.traces.claims.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
+from attn.traces.claims.benchmark_checks import BenchmarkClaim
 from attn.traces.claims.dispatch_tables import dispatch_table
 from attn.traces.claims.figure_tables import (
     benchmark_table,
@@ -69,6 +69,7 @@ from attn.traces.claims.roofline import limit_sentence
 from attn.traces.common import artifacts
 from attn.traces.common import markdown as md
 from attn.traces.common.units import count_text, time_text
+from attn.traces.common.viewer_files import publish_viewer
 from attn.traces.compare.diff import diff_name
 from attn.traces.compare.diff import render_diff as diff_markdown
 from attn.traces.figures import peaks_figure
@@ -217,11 +218,12 @@ def render_claim(page: Page, name: str, key: str) -> str:
 
 def figure_verdicts(page: Page, name: str, claim: BenchmarkClaim) -> tuple[list[tuple], str]:
     """(holds, observed, set title) of each set of the claim's device type that has its figure,
-    and what to say when none has."""
+    as the set's claims.json holds it, and what to say when none has."""
     verdicts = [
-        (*claim.check(BenchmarkEvidence(name, figure_rows(hw, claim.figure))), hw["title"])
+        (stored["holds"], stored["observed"], hw["title"])
         for hw in page.sets
         if hw["device_type"] == claim.device_type and has_figure(hw, claim.figure)
+        for stored in [stored_verdict(hw, name, claim)]
     ]
     where = {"cpu": "a CPU", "cuda": "a GPU"}[claim.device_type]
     waiting = (
@@ -232,19 +234,25 @@ def figure_verdicts(page: Page, name: str, claim: BenchmarkClaim) -> tuple[list[
     return verdicts, waiting
 
 
+def stored_verdict(hw: dict, name: str, claim: BenchmarkClaim) -> dict:
+    """The claim's verdict as the set's claims.json holds it; BrokenSet where the set has the
+    claim's rows but no verdict of it (decided when the rows are written, and by recheck)."""
+    path = hw["folder"] / artifacts.CLAIMS
+    stored = read_json(path, fits=SET_CLAIMS)["variants"] if path.is_file() else {}
+    found = stored.get(name, {}).get(claim.key)
+    if found is None:
+        raise BrokenSet(
+            f"profiles hook: {path} holds no verdict of {name}'s claim {claim.key!r} on its "
+            f"{claim.figure} rows: `attn-profile recheck` decides it"
+        )
+    return found
+
+
 def has_figure(hw: dict, figure: str) -> bool:
     """Whether the set has what a benchmark claim reads: a figure's rows, or a timing pass."""
     if figure == "timing":
         return bool((hw.get("timing") or {}).get("variants"))
     return figure in hw["manifest"].get("figures", [])
-
-
-def figure_rows(hw: dict, figure: str) -> list[dict]:
-    """The rows a benchmark claim reads: a figure's json, or for "timing" each training step both
-    profiled and timed (attn.traces.claims.step_checks)."""
-    if figure == "timing":
-        return step_rows(hw)
-    return read_json(hw["folder"] / f"{figure}.json", list)
 
 
 def render_first_calls(page: Page, *names: str) -> str:
@@ -690,6 +698,4 @@ def on_page_content(html, page, config, files):
 
 def on_post_build(config):
     """Publish the offline trace viewer beside the site, for the "Open here" buttons."""
-    from attn.profiling.viewer import publish_viewer  # copies files; measures nothing
-
     publish_viewer(Path(config["site_dir"]))

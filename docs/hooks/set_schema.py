@@ -176,9 +176,20 @@ INDEX = fields(
     {
         "hardware": optional(SLUG), "device_name": optional(TEXT), "device_type": optional(DEVICE),
         "one_shape": optional(boolean), "overview": optional(boolean), "timing": optional(boolean),
+        "claims": optional(boolean),
         "variants": fields({}),  # each entry's name and files: profile_sets._check_variant
         "figures": items(string("|".join(artifacts.FIGURES), "one of " + ", ".join(artifacts.FIGURES))),
         "diffs": items(string(r"[a-z0-9_]+__[a-z0-9_]+\.json", "a diff's file (a__b.json)", 200)),
+    },
+    required=("variants",),
+)  # fmt: skip
+
+SET_CLAIMS = fields(  # claims.json: the figure and timing claims' verdicts (set_claims.py)
+    {
+        "device_type": DEVICE,
+        "variants": mapping(SLUG, mapping(TEXT, fields(
+            {**CLAIM_FIELDS, "figure": TEXT}, required=("text", "holds", "observed")))),
+        "not_measured": mapping(SLUG, items(TEXT)),
     },
     required=("variants",),
 )  # fmt: skip

@@ -21,6 +21,7 @@ from attn.traces.figures.overview import is_current, write_overview
 from attn.traces.read.trace import read_trace
 from attn.traces.sets.analyze import MEASURED, summarize
 from attn.traces.sets.rank_artifacts import recheck_ranked
+from attn.traces.sets.set_claims import recheck_claims
 
 
 class Catalog(Protocol):
@@ -113,6 +114,8 @@ def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
             current = False
         if not current:  # a run killed before redrawing it
             changed.append({"path": hw / artifacts.OVERVIEW, "before": None, "after": None})
+        # After the summaries: the timing claims read them.
+        changed += recheck_claims(hw, catalog, write)
         index = hw / artifacts.MANIFEST
         if not index.is_file() or json.loads(index.read_text()) != artifacts.manifest(hw):
             changed.append({"path": index, "before": None, "after": None})
