@@ -111,11 +111,6 @@ class Spec:
         flags = self.example[1:]
         return int(flags[flags.index("--world") + 1]) if "--world" in flags else 1
 
-    @property
-    def benchmark_claims(self) -> list[BenchmarkClaim]:
-        """The claims checked on a set's benchmark.json rows."""
-        return [c for c in self.claims if isinstance(c, BenchmarkClaim)]
-
 
 REFERENCE = "naive"  # speedups on the site are over this one
 BENCHMARK_BASELINE = "sdpa_flash"  # the benchmark reports times as multiples of this one's

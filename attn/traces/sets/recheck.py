@@ -114,8 +114,7 @@ def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
             current = False
         if not current:  # a run killed before redrawing it
             changed.append({"path": hw / artifacts.OVERVIEW, "before": None, "after": None})
-        # After the summaries: the timing claims read them.
-        changed += recheck_claims(hw, catalog, write)
+        changed += recheck_claims(hw, catalog, write)  # after the summaries: timing reads them
         index = hw / artifacts.MANIFEST
         if not index.is_file() or json.loads(index.read_text()) != artifacts.manifest(hw):
             changed.append({"path": index, "before": None, "after": None})

@@ -74,7 +74,8 @@ def set_claims(hw: Path, catalog: Any) -> dict:
     decided: dict[str, dict] = {}
     waiting: dict[str, list[str]] = {}
     for name in names:
-        for claim in catalog.spec(name).claims:
+        spec = catalog.spec(name)  # None: a name a test's catalog lists without an entry
+        for claim in spec.claims if spec is not None else []:
             if not isinstance(claim, BenchmarkClaim) or claim.device_type != device_type:
                 continue
             if not has_figure(hw, claim.figure):

@@ -1,4 +1,5 @@
-"""What each JSON artifact of a profile set may hold, checked before anything of it reaches a page.
+"""What each JSON artifact of a profile set may hold, checked before anything of it reaches a page:
+the schema beside the artifact contract (artifacts.py), which the docs hooks ask.
 
 A set arrives as a pull request: its files are a stranger's data. Each schema below gives the type
 and range of every field a page shows: numbers are finite numbers (never a bool, never a string),
