@@ -1,6 +1,6 @@
 """What a `<!-- profile-public: FOLDER -->` marker shows of a trace recorded by others: its source
 and license, what diagnose finds in it, one attention call in the trace viewer, and its claims, all
-read from the diagnosis.json attn.profiling.public wrote. Each value in it shows as text.
+read from the diagnosis.json its public-trace run wrote. Each value in it shows as text.
 
 The renderers take the page (profiles.Page): its links, its site's nav, its profiles root.
 """

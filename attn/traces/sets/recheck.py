@@ -41,11 +41,8 @@ class Catalog(Protocol):
 def _fresh_summary(vdir: Path, catalog: Catalog) -> tuple[dict, dict]:
     """(the stored summary, the same with every measured field as its trace gives it now)."""
     path = vdir / artifacts.SUMMARY
-    try:
-        summary = json.loads(path.read_text())
-    except ValueError as e:
-        raise BrokenSet(f"{path} is not JSON ({e})") from e
-    if not isinstance(summary, dict) or summary.get("variant") != vdir.name:
+    summary = artifacts.read_summary(path)  # BrokenSet naming a cut one
+    if summary.get("variant") != vdir.name:
         raise BrokenSet(f"{path} is not the summary of {vdir.name} (rerun the profile)")
     if not summary.get("available"):
         return summary, summary
