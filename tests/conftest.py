@@ -21,6 +21,9 @@ os.environ.setdefault(
 import torch  # noqa: E402
 from committed import PROFILES  # noqa: E402  (profiles/ as committed, not as a run left it)
 
+from attn import specs  # noqa: E402
+from attn.traces.sets.set_claims import write_claims  # noqa: E402
+
 
 @pytest.fixture(autouse=True)
 def _seeded():
@@ -60,6 +63,7 @@ def copy_set(profiles: Path, slug: str, **fields) -> Path:
     _update(folder / "index.json", **fields, hardware=slug)
     for summary in folder.glob("*/summary.json"):
         _update(summary, **{k: v for k, v in fields.items() if k != "cpu_model"}, hardware=slug)
+    write_claims(folder, specs)  # its claims decided on its rows as its device type, as a run does
     return folder
 
 

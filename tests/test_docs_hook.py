@@ -29,6 +29,7 @@ from test_traces_figure_tables import BENCH  # benchmark.json's rows
 from attn import specs
 from attn.traces.common import artifacts
 from attn.traces.figures import peaks_figure
+from attn.traces.sets.set_claims import write_claims
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs/hooks"
@@ -143,7 +144,7 @@ def write_fake_profiles(root: Path) -> Path:
 def add_benchmark(folder: Path, rows: list[dict]) -> None:
     _write(folder / "benchmark.json", rows)
     _write(folder / "benchmark.svg", TIMELINE)
-    artifacts.write_manifest(folder)
+    write_claims(folder, specs)  # as the sweep does after its rows; and the manifest
     sets.hardware_sets.cache_clear()  # the hook reads a set once per build
 
 
@@ -503,7 +504,7 @@ def test_benchmark_claims_are_checked_against_each_sets_rows(profiles):
 def add_dispatch(folder: Path, rows: list[dict]) -> None:
     _write(folder / "dispatch.json", rows)
     _write(folder / "dispatch.svg", TIMELINE)
-    artifacts.write_manifest(folder)
+    write_claims(folder, specs)  # as the sweep does after its rows; and the manifest
     sets.hardware_sets.cache_clear()
 
 
@@ -622,14 +623,15 @@ def test_glance_marker_tabulates_every_variant_with_speedup_and_its_specs_lesson
     assert "| ATen ops | CPU time (profiled) | peak memory |" in cpu and "device time" not in cpu
 
 
-def add_timing(folder: Path, rows: dict, **extra) -> None:
-    """A timing.json beside the set: {variant: (median, low, high)}."""
+def add_timing(folder: Path, rows: dict, decide: bool = True, **extra) -> None:
+    """A timing.json beside the set: {variant: (median, low, high)}; with decide, its claims
+    decided into claims.json as the timing pass does (rows wrong on purpose cannot be)."""
     timed = [
         {"variant": v, "median_us": m, "low_us": lo, "high_us": hi, "repeats": 20}
         for v, (m, lo, hi) in rows.items()
     ]
     _write(folder / artifacts.TIMING, {"interval": "interquartile range", "rows": timed, **extra})
-    artifacts.write_manifest(folder)
+    write_claims(folder, specs) if decide else artifacts.write_manifest(folder)
     sets.hardware_sets.cache_clear()
 
 
@@ -674,7 +676,7 @@ def test_speedup_marker_says_cannot_tell_or_which_is_faster(profiles):
 
 
 def test_a_timing_row_out_of_order_fails_the_build_in_one_line(profiles):
-    add_timing(profiles / "cpu", {"naive": (100e3, 120e3, 130e3)})
+    add_timing(profiles / "cpu", {"naive": (100e3, 120e3, 130e3)}, decide=False)
     with pytest.raises(PluginError, match=r"timing\.json: naive: expected 0 < low_us"):
         expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
 
@@ -770,7 +772,7 @@ def add_training_step(folder: Path, spread: bool = False) -> None:
             )
         elif source.is_file():
             _write(folder / "train_naive" / name, source.read_bytes())
-    artifacts.write_manifest(folder)
+    write_claims(folder, specs)  # as the sweep does after its rows; and the manifest
     sets.hardware_sets.cache_clear()
 
 
@@ -841,7 +843,7 @@ def test_a_figure_claim_reads_its_figures_rows(profiles):
     ]
     _write(profiles / "cpu" / "training.json", rows)
     _write(profiles / "cpu" / "training.svg", TIMELINE)
-    artifacts.write_manifest(profiles / "cpu")
+    write_claims(profiles / "cpu", specs)  # as the training sweep does after its rows
     sets.hardware_sets.cache_clear()
     after = expand(marker, "training.md", profiles)
     assert after.startswith('\n!!! success "From 1024 tokens on')
@@ -1111,7 +1113,7 @@ def add_ring(folder: Path, name: str = "ring_contiguous") -> None:
             "shape": {"batch": 2, "heads": 8, "seq_q": 1024, "seq_k": 1024, "head_dim": 64}}  # fmt: skip
     traces = rank_traces(write_ring(folder.parent / f"runs-{name}", zigzag=name == "ring_zigzag"))
     write_ranked(traces, folder / name, base=base, spec=specs.spec(name), workers=1)
-    artifacts.write_manifest(folder)
+    write_claims(folder, specs)  # as the sweep does after its rows; and the manifest
     sets.hardware_sets.cache_clear()
 
 

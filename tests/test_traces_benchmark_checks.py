@@ -16,6 +16,11 @@ from attn.traces.claims.benchmark_checks import (
 from attn.traces.claims.claim import Claim, evaluate
 
 
+def benchmark_claims(spec) -> list[BenchmarkClaim]:
+    """The spec's claims checked on a set's figure rows (attn.traces.sets.set_claims decides them)."""
+    return [c for c in spec.claims if isinstance(c, BenchmarkClaim)]
+
+
 def bench_rows(ratios: dict[tuple[int, bool], float], math_over_inplace: float = 2.0) -> list[dict]:
     """benchmark.json rows: sdpa_flash, custom_cpu (with its ratio), sdpa_math and inplace."""
     rows = []
@@ -36,7 +41,7 @@ def bench(rows: list[dict], device_type: str) -> dict[tuple[str, str], dict]:
         (spec.name, r["key"]): r
         for spec in specs.SPECS
         for r in evaluate(
-            [c for c in spec.benchmark_claims if c.figure == "benchmark"],
+            [c for c in benchmark_claims(spec) if c.figure == "benchmark"],
             device_type,
             BenchmarkEvidence(spec.name, rows),
         )
@@ -99,7 +104,7 @@ def test_benchmark_claims_pick_their_rows_and_name_the_dtype():
 
 def test_benchmark_claims_cannot_tell_without_rows():
     assert all(r["holds"] is None for r in bench([], "cpu").values())
-    device_types = {c.device_type for s in specs.SPECS for c in s.benchmark_claims}
+    device_types = {c.device_type for s in specs.SPECS for c in benchmark_claims(s)}
     assert device_types == {"cpu", "cuda"}
     gpu = bench(bench_rows({(512, True): 0.5}), "cuda")  # no custom_cuda/triton rows here
     assert {key: r["holds"] for key, r in gpu.items()} == {
@@ -202,7 +207,7 @@ def test_a_benchmark_claim_is_a_claim_about_a_figure():
     assert isinstance(claim, Claim) and claim.figure == "benchmark"
     (result,) = evaluate([claim], "cpu", BenchmarkEvidence("sdpa_math", []))
     assert result["holds"] is None and "no shape in benchmark.json" in result["observed"]
-    figures = {c.figure for s in specs.SPECS for c in s.benchmark_claims}
+    figures = {c.figure for s in specs.SPECS for c in benchmark_claims(s)}
     assert figures == {"benchmark", "training", "timing", "dispatch"}
 
 

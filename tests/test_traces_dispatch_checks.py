@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from test_traces_benchmark_checks import benchmark_claims
 from test_traces_dispatch_tables import cpu_rows, dispatch_row
 
 from attn import specs
@@ -47,7 +48,7 @@ def verdicts(rows: list[dict], device_type: str) -> dict[tuple[str, str], bool |
         (s.name, r["key"]): r["holds"]
         for s in specs.SPECS
         for r in evaluate(
-            [c for c in s.benchmark_claims if c.figure == "dispatch"], device_type, ev(rows)
+            [c for c in benchmark_claims(s) if c.figure == "dispatch"], device_type, ev(rows)
         )
     }
 

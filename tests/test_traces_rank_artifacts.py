@@ -16,6 +16,7 @@ from attn.traces.figures.overview import write_overview
 from attn.traces.ranks.folder import rank_traces
 from attn.traces.sets.rank_artifacts import recheck_ranked, typical_range, write_ranked
 from attn.traces.sets.recheck import recheck
+from attn.traces.sets.set_claims import write_claims
 
 SHAPE = {"batch": 2, "heads": 8, "seq_q": 1024, "seq_k": 1024, "head_dim": 64}
 
@@ -42,6 +43,7 @@ def written(tmp_path_factory):
         )
     (root / "set" / artifacts.ENVIRONMENT).write_text("{}")
     write_overview(root / "set", specs.names(), specs.REFERENCE)
+    write_claims(root / "set", specs)  # as the run's finish_set does
     artifacts.write_manifest(root / "set")
     return root / "set"
 

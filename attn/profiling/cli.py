@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import os
 import signal
 import sys
@@ -163,7 +162,7 @@ def report(folders: Sequence[Path], console: Console) -> None:
     fmt = lambda x: "-" if x is None else f"{x:,.1f}"  # noqa: E731
     unavailable = []
     for folder in folders:
-        s = json.loads((folder / artifacts.SUMMARY).read_text())
+        s = artifacts.read_summary(folder / artifacts.SUMMARY)
         if not s["available"]:
             table.add_row(shown(s["variant"]), "[dim]not available[/dim]")
             unavailable.append(shown(f"{s['variant']}: {s['reason']}"))
@@ -304,7 +303,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console) -> int:
             folders.append(folder)
     report(folders, console)
     for folder in folders:
-        summary = json.loads((folder / artifacts.SUMMARY).read_text())
+        summary = artifacts.read_summary(folder / artifacts.SUMMARY)
         console.print(
             shown(f"{folder.name}: {summary['forwards']} range(s) named {summary['range']}")
         )

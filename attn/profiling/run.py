@@ -42,6 +42,7 @@ from attn.traces.read.backward import SAVED_KEY
 from attn.traces.read.trace import BACKWARD_RANGE, FORWARD_RANGE, read_trace
 from attn.traces.sets.analyze import focus, write_artifacts
 from attn.traces.sets.rank_artifacts import write_ranked
+from attn.traces.sets.set_claims import write_claims
 from attn.variant import Variant
 
 _skipped_viewer: list[str] = []  # the one line said when screenshots cannot be taken here
@@ -299,5 +300,6 @@ def finish_set(out_root: Path, device: str, load: dict | None = None) -> Path:
     write_json(folder / artifacts.ENVIRONMENT, environment(device, load))
     write_overview(folder, specs.names(), specs.REFERENCE)
     write_diffs(folder, specs.diff_pairs())
+    write_claims(folder, specs)  # the timing claims read the summaries just written
     artifacts.write_manifest(folder)
     return folder

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 import attn
+from attn import specs
 from attn.profiling.config import default_device
 from attn.profiling.environment import hardware_slug
 from attn.profiling.flags import device, out_folder, positive
@@ -16,6 +17,7 @@ from attn.profiling.machine_load import busy_line, load_before_a_run, load_now, 
 from attn.traces.common import artifacts
 from attn.traces.common.atomic import RefusedOutput
 from attn.traces.common.terminal import say
+from attn.traces.sets.set_claims import write_claims
 from attn.variant import Variant
 
 
@@ -58,9 +60,12 @@ Draw = Callable[[list, str, Path], None]  # (rows, title, path): a figure of the
 
 
 def write(out_root: Path, device: str, stem: str, rows: list[dict], draw: Draw, title: str) -> Path:
-    """`<out>/<hardware>/<stem>.json` (the rows) and `<stem>.svg` (drawn), each replaced atomically."""
+    """`<out>/<hardware>/<stem>.json` (the rows) and `<stem>.svg` (drawn), each replaced atomically,
+    then the set's claims.json."""
     folder = Path(out_root) / hardware_slug(device)
-    return artifacts.write_figure(folder, stem, rows, lambda path: draw(rows, title, path))
+    artifacts.write_figure(folder, stem, rows, lambda path: draw(rows, title, path))
+    write_claims(folder, specs)  # the claims on these rows, decided now and stored in the set
+    return folder
 
 
 def seq_main(module, argv: list[str] | None) -> int:

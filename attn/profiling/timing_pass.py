@@ -32,6 +32,7 @@ from attn.traces.common.atomic import RefusedOutput, check_output, replace_file,
 from attn.traces.common.intervals import INTERVAL
 from attn.traces.common.terminal import say, shown
 from attn.traces.figures.overview import write_overview
+from attn.traces.sets.set_claims import write_claims
 
 SCORE_CLONE = "score_clone"  # the label of the clone of one score matrix
 
@@ -172,15 +173,18 @@ def check_set(folder: Path) -> None:
 
 
 def write_set(folder: Path, result: dict) -> None:
-    """timing.json, then the overview (its bars: these medians, their ranges) and the index; if
-    one cannot be written, the files before are put back: the set changes whole or not at all."""
+    """timing.json, then the overview (its bars: these medians, their ranges), the claims and the
+    index; if one cannot be written, the files before are put back: the set changes whole or not
+    at all."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / name for name in (artifacts.TIMING, artifacts.OVERVIEW, artifacts.MANIFEST)]
+    names = (artifacts.TIMING, artifacts.OVERVIEW, artifacts.MANIFEST, artifacts.CLAIMS)
+    paths = [folder / name for name in names]
     before = {p: p.read_bytes() for p in paths if p.is_file()}
     try:
         write_json(paths[0], result)
         write_overview(folder, specs.names(), specs.REFERENCE)
-        if paths[2].is_file():
+        if paths[2].is_file():  # a set made by a profile run: the timing claims read its steps
+            write_claims(folder, specs)
             artifacts.write_manifest(folder)
     except BaseException:
         for path in paths:

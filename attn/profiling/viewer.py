@@ -19,7 +19,6 @@ import hashlib
 import http.server
 import json
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -34,22 +33,25 @@ from urllib.parse import quote, urlencode
 
 from attn.traces.common.atomic import RefusedOutput, check_output, replace_file
 from attn.traces.common.terminal import say
+from attn.traces.common.viewer_files import (  # noqa: F401 (publish_viewer: its users import it here)
+    FETCH_HINT,
+    INDEX_HTML,
+    OURS,
+    POLYFILL_JS,
+    POLYFILL_NOTICE,
+    SHA256,
+    VIEWER_HTML,
+    VIEWER_NOTICE,
+    default_cache_dir,
+    publish_viewer,
+    why_unavailable,
+)
 from attn.traces.read.trace import TraceFormatError, read_trace
 
 log = logging.getLogger(__name__)
 
 TB_PROFILER = "torch-tb-profiler==0.4.3"
 WEBCOMPONENTS = "webcomponents.js@0.7.24"
-VIEWER_HTML = "trace_viewer_full.html"
-POLYFILL_JS = "webcomponents.min.js"
-SHA256 = {
-    VIEWER_HTML: "a46409ce4119222d5149e46d80d6068309f0d68d100904204089b73150bb4bbd",
-    POLYFILL_JS: "3858273ab39b299e7c2227f0830534afafaabf4a572c9ea73c2076fecbd8978c",
-}
-VIEWER_NOTICE = "LICENSE-trace-viewer.txt"
-POLYFILL_NOTICE = "LICENSE-webcomponents.txt"
-INDEX_HTML = "index.html"
-FETCH_HINT = "run once with access to PyPI and npm: python -m attn.profiling.viewer fetch"
 
 # As tests/test_browser.py launches Debian's chromium: no network of its own, no GPU.
 CHROMIUM_ARGS = [
@@ -68,12 +70,6 @@ TIMEOUT_MS = 60_000  # parsing the 2.6 MB viewer takes seconds on a busy 2-core 
 
 class ViewerUnavailable(RuntimeError):
     """Something the viewer needs is missing; the message is one line saying what and how to get it."""
-
-
-def default_cache_dir() -> Path:
-    """$XDG_CACHE_HOME/attention-profiled/trace-viewer, else ~/.cache/...: never the repository."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "attention-profiled" / "trace-viewer"
 
 
 # --- fetching -------------------------------------------------------------------------------------
@@ -143,18 +139,6 @@ def _write(path: Path, data: bytes) -> None:
     replace_file(path, lambda scratch: scratch.write_bytes(data))
 
 
-def why_unavailable(cache_dir: Path | None = None) -> str | None:
-    """None when the fetched files are in the cache folder with their pinned hashes, else why not."""
-    folder = Path(cache_dir) if cache_dir else default_cache_dir()
-    for name, expected in SHA256.items():
-        path = folder / name
-        if not path.is_file():
-            return f"the trace viewer is not fetched ({path} is missing); {FETCH_HINT}"
-        if hashlib.sha256(path.read_bytes()).hexdigest() != expected:
-            return f"{path} does not have its pinned sha256; {FETCH_HINT}"
-    return None
-
-
 def require_viewer(cache_dir: Path | None = None) -> Path:
     """The cache folder, ready to serve (index.html refreshed); raises ViewerUnavailable if not."""
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
@@ -171,7 +155,6 @@ def require_viewer(cache_dir: Path | None = None) -> Path:
 # plain JSON) and, given a range, zooms to its middle occurrence and selects `select` inside it (else
 # the range itself); `still` lays the page out for a screenshot.
 # window.traceViewer.opened resolves to {range, selected} once that is on screen.
-OURS = Path(__file__).parent / "trace_viewer"
 
 
 def _viewer_notice(package_license: bytes) -> str:
@@ -360,23 +343,6 @@ def _selected_title(page) -> str | None:
         if label.strip() == "Title":
             return value.strip()
     return None
-
-
-# --- publishing -----------------------------------------------------------------------------------
-
-
-def publish_viewer(site_dir: Path, cache_dir: Path | None = None) -> Path | None:
-    """Copy the viewer, index.html and notices into `site_dir/trace-viewer/`; None (logged) if not fetched."""
-    why = why_unavailable(cache_dir)
-    if why is not None:
-        log.warning("trace viewer not published: %s", why)
-        return None
-    folder = require_viewer(cache_dir)
-    dest = Path(site_dir) / "trace-viewer"
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in (INDEX_HTML, VIEWER_HTML, POLYFILL_JS, VIEWER_NOTICE, POLYFILL_NOTICE):
-        shutil.copyfile(folder / name, dest / name)
-    return dest
 
 
 # --- command line ---------------------------------------------------------------------------------

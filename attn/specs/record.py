@@ -100,8 +100,3 @@ class Spec:
         its own; 1 for an example that runs in one process."""
         flags = self.example[1:]
         return int(flags[flags.index("--world") + 1]) if "--world" in flags else 1
-
-    @property
-    def benchmark_claims(self) -> list[BenchmarkClaim]:
-        """The claims checked on a set's benchmark.json rows."""
-        return [c for c in self.claims if isinstance(c, BenchmarkClaim)]

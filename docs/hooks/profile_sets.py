@@ -3,7 +3,7 @@
 A set is a stranger's data (sets arrive as pull requests), published only whole and only as data:
 a summary that is not one, a file the manifest lists but that is missing or unreadable, a folder
 the manifest does not know, a link anywhere in the set, a JSON field outside its schema
-(set_schema.py) or an SVG outside its allowlist (set_svg.py) fails the build with one line naming
+(attn/traces/common/set_schema.py) or an SVG outside its allowlist (set_svg.py) fails the build with one line naming
 the file and the field. Nothing here escapes: the pages write every string of a set through
 attn.traces.common.markdown. File names are attn.traces.common.artifacts's; this module measures nothing.
 """
@@ -19,12 +19,12 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import PIL.Image
-import set_schema as schema
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from set_svg import BadSvg, check_svg
 
 from attn.traces.common import artifacts, intervals
+from attn.traces.common import set_schema as schema
 from attn.traces.figures import peaks_figure
 
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
@@ -297,7 +297,7 @@ def artifact_files(root: Path, config) -> list[File]:
             folder / artifacts.ENVIRONMENT,
             folder / artifacts.OVERVIEW,
         ]
-        paths += [folder / artifacts.TIMING]
+        paths += [folder / artifacts.TIMING, folder / artifacts.CLAIMS]
         paths += [
             folder / f"{f}.{ext}" for f in manifest.get("figures", []) for ext in ("svg", "json")
         ]

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+import public_text
 from excerpts import excerpt
 from guesses import QUESTIONS, form
 from image_sizes import with_sizes
@@ -31,7 +32,6 @@ from mkdocs.exceptions import PluginError
 from mkdocs.utils.meta import get_data
 from profile_sets import BrokenSet, artifact_files, hardware_sets, load_public, read_json
 from profile_text import (
-    VERDICT,
     claim_box,
     claim_list,
     claims_of,
@@ -39,13 +39,11 @@ from profile_text import (
     downloads,
     environment_line,
     first_calls_tab,
-    focus,
     glance_text,
     kernel_list,
     mark,
     run_line,
     speedup_tab,
-    step_rows,
     timeline_mark,
     trace_buttons,
     unavailable_note,
@@ -56,7 +54,7 @@ from rank_text import ranks_text
 from sources import wheel_name
 
 from attn import specs
-from attn.traces.claims.benchmark_checks import BenchmarkClaim, BenchmarkEvidence
+from attn.traces.claims.benchmark_checks import BenchmarkClaim
 from attn.traces.claims.dispatch_tables import dispatch_table
 from attn.traces.claims.figure_tables import (
     benchmark_table,
@@ -68,7 +66,8 @@ from attn.traces.claims.figure_tables import (
 from attn.traces.claims.roofline import limit_sentence
 from attn.traces.common import artifacts
 from attn.traces.common import markdown as md
-from attn.traces.common.units import count_text, time_text
+from attn.traces.common.set_schema import SET_CLAIMS
+from attn.traces.common.viewer_files import publish_viewer
 from attn.traces.compare.diff import diff_name
 from attn.traces.compare.diff import render_diff as diff_markdown
 from attn.traces.figures import peaks_figure
@@ -217,11 +216,12 @@ def render_claim(page: Page, name: str, key: str) -> str:
 
 def figure_verdicts(page: Page, name: str, claim: BenchmarkClaim) -> tuple[list[tuple], str]:
     """(holds, observed, set title) of each set of the claim's device type that has its figure,
-    and what to say when none has."""
+    as the set's claims.json holds it, and what to say when none has."""
     verdicts = [
-        (*claim.check(BenchmarkEvidence(name, figure_rows(hw, claim.figure))), hw["title"])
+        (stored["holds"], stored["observed"], hw["title"])
         for hw in page.sets
         if hw["device_type"] == claim.device_type and has_figure(hw, claim.figure)
+        for stored in [stored_verdict(hw, name, claim)]
     ]
     where = {"cpu": "a CPU", "cuda": "a GPU"}[claim.device_type]
     waiting = (
@@ -232,19 +232,25 @@ def figure_verdicts(page: Page, name: str, claim: BenchmarkClaim) -> tuple[list[
     return verdicts, waiting
 
 
+def stored_verdict(hw: dict, name: str, claim: BenchmarkClaim) -> dict:
+    """The claim's verdict as the set's claims.json holds it; BrokenSet where the set has the
+    claim's rows but no verdict of it (decided when the rows are written, and by recheck)."""
+    path = hw["folder"] / artifacts.CLAIMS
+    stored = read_json(path, fits=SET_CLAIMS)["variants"] if path.is_file() else {}
+    found = stored.get(name, {}).get(claim.key)
+    if found is None:
+        raise BrokenSet(
+            f"profiles hook: {path} holds no verdict of {name}'s claim {claim.key!r} on its "
+            f"{claim.figure} rows: `attn-profile recheck` decides it"
+        )
+    return found
+
+
 def has_figure(hw: dict, figure: str) -> bool:
     """Whether the set has what a benchmark claim reads: a figure's rows, or a timing pass."""
     if figure == "timing":
         return bool((hw.get("timing") or {}).get("variants"))
     return figure in hw["manifest"].get("figures", [])
-
-
-def figure_rows(hw: dict, figure: str) -> list[dict]:
-    """The rows a benchmark claim reads: a figure's json, or for "timing" each training step both
-    profiled and timed (attn.traces.claims.step_checks)."""
-    if figure == "timing":
-        return step_rows(hw)
-    return read_json(hw["folder"] / f"{figure}.json", list)
 
 
 def render_first_calls(page: Page, *names: str) -> str:
@@ -419,129 +425,12 @@ def render_public(page: Page, folder: str) -> str:
             "what this section shows, from the trace in `tests/fixtures/realtraces/`.\n"
         )
     try:
-        return public_diagnosis(page, folder, data)
+        return public_text.public_diagnosis(page, folder, data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         path = page.root / artifacts.PUBLIC_DIR / folder / artifacts.DIAGNOSIS
         raise BrokenSet(
             f"profiles hook: {path} is not a diagnosis ({type(e).__name__}: {e})"
         ) from e
-
-
-def public_diagnosis(page: Page, folder: str, data: dict) -> str:
-    """What render_public shows of a diagnosis.json; every value in it shows as text."""
-    src = data["source"]
-    repo = md.text(src["repository"].removeprefix("https://github.com/"))
-    text = [public_source(folder, src, repo), public_attention(data["attention"])]
-    if data.get("attention_share_of_device_time"):
-        text.append(
-            f"Attention takes {data['attention_share_of_device_time']:.0%} of the trace's device "
-            "time (its kernels, copies and fills, summed)."
-        )
-    if data.get("unattributed"):
-        text.append(public_unattributed(data["unattributed"]))
-    text.append(public_findings(page, data))
-    if (page.root / artifacts.PUBLIC_DIR / folder / artifacts.VIEWER).is_file():
-        text.append(public_viewer(page, folder, data))
-    # The trace itself from its source, as recorded (not ours to scrub and republish).
-    raw = f"{src['repository']}/raw/{src['commit']}/{src['path']}"
-    text.append(f"Download: [{src['path'].rsplit('/', 1)[-1]}]({raw}) (from {repo}, as recorded)")
-    text.append(
-        "\n".join(
-            f"- {VERDICT[c['holds']][0]} **{VERDICT[c['holds']][1]}:** {md.prose(c['text'])} "
-            f"<small>Observed: {md.prose(c['observed'])}</small>"
-            for c in data["claims"]
-        )
-    )
-    return "\n\n".join(text)
-
-
-def public_source(folder: str, src: dict, repo: str) -> str:
-    """Who recorded the trace, on what, where it is from, its license, and our copy of it (the
-    repository, commit and path are checked as addresses: set_schema.DIAGNOSIS)."""
-    commit, path = src["commit"], src["path"]
-    url = f"{src['repository']}/blob/{commit}/{path}"
-    return (
-        f"<small>Recorded by others on an **{md.text(src['GPU'])}** · torch: "
-        f"{md.text(src['torch'])} · [{md.code(path.rsplit('/', 1)[-1])}]({url}) from "
-        f"[{repo}]({src['repository']}) at commit {md.code(commit[:8])}, "
-        f"{md.text(src['license'])} license. A copy is kept as test data in "
-        f"`tests/fixtures/realtraces/{folder}/`, with its SOURCE.txt and LICENSE.</small>"
-    )
-
-
-def public_attention(calls: list[dict]) -> str:
-    """What diagnose finds, in four columns to fit a page's column: pass and compiled under the
-    name, the shapes under where, one call's cost with its spread and share."""
-    rows = []
-    for r in calls:
-        k, t = r["kernels_per_call"], r["device_time_us_per_call"]
-        cost = None if k is None else f"{count_text(k)} kernel{'' if k == 1 else 's'}"
-        if t is not None:
-            lo, hi = r["device_time_us_range"]
-            spread = f" ({time_text(lo)}–{time_text(hi)})" if hi > 1.05 * lo else ""
-            share = f"{r['share_of_device_time']:.0%} of device time"
-            own = r.get("attention_kernel_time_us_per_call")
-            own = f"attention kernels {time_text(own)}" if r.get("other_work") else None
-            cost = " · ".join(x for x in (cost, time_text(t) + spread, own, share) if x)
-        notes = [r["pass"]] + (["compiled"] if r["compiled"] else [])
-        name = f"{md.code(r['implementation'])}<br><small>{md.text(', '.join(notes))}</small>"
-        shapes = f"<br><small>{md.text(r['shapes'])}</small>" if r.get("shapes") else ""
-        rows.append(table_row([name, md.text(r["where"]) + shapes, count_text(r["calls"]), cost]))
-    head = table_head(["implementation", "where", "calls", "per call"], 2)
-    return "**What `diagnose` finds:**\n\n" + "\n".join([*head, *rows])
-
-
-def public_unattributed(kernels: list[dict], shown: int = 3) -> str:
-    """The largest kernels no attention row holds (each over 1% of device time): what the rest
-    of the trace is, and what diagnose did not explain."""
-    short = lambda name: name if len(name) <= 60 else f"{name[:44]}…{name[-15:]}"  # noqa: E731
-    items = [
-        f"{k['share']:.0%} {md.code(short(k['name']))} ({count_text(k['calls'])} "
-        f"call{'' if k['calls'] == 1 else 's'}"
-        + (f", under {md.code(k['launched_by'])})" if k.get("launched_by") else ")")
-        for k in kernels[:shown]
-    ]
-    more = f", and {len(kernels) - shown} more" if len(kernels) > shown else ""
-    return (
-        "Outside the attention, the kernels with the most device time (each over 1%, which no row "
-        f"above explains): {'; '.join(items)}{more}."
-    )
-
-
-def public_findings(page: Page, data: dict) -> str:
-    """Each finding with its advice and the chapter about it, what was not checked (one line per
-    reason), and what is wrong with the trace itself."""
-    chapters = {p for entry in page.config.get("nav", []) for p in entry.values()}
-    found = []
-    for f in data["findings"]:
-        if chapters and f["chapter"] not in chapters:
-            raise ValueError(f"findings: chapter {f['chapter']!r} is not a page of the site")
-        found.append(
-            f"- {md.code(f['kind'])} ({count_text(f['count'])}): {md.prose(f['advice'])} See "
-            f"[{md.text(f['chapter'])}]({page.link(f['chapter'])})."
-        )
-    found = found or ["- No finding: nothing to fix that diagnose knows of."]
-    unchecked: dict[str, list[str]] = {}
-    for gap in data["not_checked"]:
-        unchecked.setdefault(md.prose(gap["why"]), []).append(md.code(gap["kind"]))
-    found += [f"- Not checked, {', '.join(k)}: {why}." for why, k in unchecked.items()]
-    found += [f"- The trace itself: {md.prose(line)}." for line in data.get("lint", [])]
-    return "\n".join(found)
-
-
-def public_viewer(page: Page, folder: str, data: dict) -> str:
-    """The screenshot of one attention call in the trace viewer, and what it marks and selects."""
-    src, shot = data["source"], data["screenshot"]
-    here = f"profiles/{artifacts.PUBLIC_DIR}/{folder}"
-    alt = f"One attention call of the {md.text(src['GPU'])} trace in a trace viewer"
-    return (
-        f"![{alt}]({page.link(f'{here}/{artifacts.VIEWER}')}){{ loading=lazy"
-        f"{focus(data.get('viewer'))} }}\n\n<small>"
-        f"{md.text(shot.get('band', 'One attention call').capitalize())} in the trace viewer "
-        f"(where: {md.text(shot['where'])}), marked by the band on the diagnose track; selected "
-        f"and boxed in red: {md.code(shot['select'][:80])}. Python's stack frames are left out "
-        "of the picture.</small>"
-    )
 
 
 def render_guess(page: Page, kind: str, *names: str) -> str:
@@ -690,6 +579,4 @@ def on_page_content(html, page, config, files):
 
 def on_post_build(config):
     """Publish the offline trace viewer beside the site, for the "Open here" buttons."""
-    from attn.profiling.viewer import publish_viewer  # copies files; measures nothing
-
     publish_viewer(Path(config["site_dir"]))

@@ -5,6 +5,7 @@
     <root>/<hardware>/overview.svg           time per forward of every variant there
     <root>/<hardware>/timing.json            every variant timed interleaved: median and interval
     <root>/<hardware>/{scaling,benchmark,decoding,training,dispatch}.{json,svg}
+    <root>/<hardware>/claims.json            the verdicts of the claims on those rows and timing
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
     <root>/<hardware>/<variant>/ranks.svg    a variant run on several ranks: its summary across
     <root>/<hardware>/<variant>/rank<r>/...  them, their figure, and each rank's files as above
@@ -28,6 +29,7 @@ ENVIRONMENT = "environment.json"
 OVERVIEW = "overview.svg"
 TIMING = "timing.json"  # the timing pass: every variant timed interleaved, with intervals
 FIGURES = ("scaling", "benchmark", "decoding", "training", "dispatch")
+CLAIMS = "claims.json"  # the figure and timing claims' verdicts (attn.traces.sets.set_claims)
 SUMMARY = "summary.json"
 # The version of summary.json's fields, its `schema` key: raised when a field changes meaning or
 # goes. Summaries written before it was added have no `schema`: read them as version 1.
@@ -179,6 +181,7 @@ def manifest(hardware_folder: Path) -> dict:
         "figures": [f for f in FIGURES if (folder / f"{f}.svg").is_file()],
         "overview": (folder / OVERVIEW).is_file(),
         "timing": (folder / TIMING).is_file(),
+        "claims": (folder / CLAIMS).is_file(),
         "diffs": sorted(p.name for p in (folder / DIFF_DIR).glob("*.json")),  # none: no folder
     }
 

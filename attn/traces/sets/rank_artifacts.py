@@ -147,7 +147,7 @@ def _fresh_rank(trace: Trace, row: dict, *, folder: Path) -> dict:
 def recheck_ranked(vdir: Path, spec: Any | None, write: bool) -> list[dict]:
     """A variant folder of ranks checked against its traces: each rank's summary, then the summary
     across them. One row per file that differs ({path, before, after}); with write, mended."""
-    stored = json.loads((vdir / artifacts.SUMMARY).read_text())
+    stored = artifacts.read_summary(vdir / artifacts.SUMMARY)
     traces = [rank / artifacts.TRACE for rank in artifacts.rank_dirs(vdir)]
     missing = [t for t in traces if not t.is_file()] or (
         [] if traces else [vdir / "rank0" / artifacts.TRACE]

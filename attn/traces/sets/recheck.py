@@ -21,6 +21,7 @@ from attn.traces.figures.overview import is_current, write_overview
 from attn.traces.read.trace import read_trace
 from attn.traces.sets.analyze import MEASURED, summarize
 from attn.traces.sets.rank_artifacts import recheck_ranked
+from attn.traces.sets.set_claims import recheck_claims
 
 
 class Catalog(Protocol):
@@ -40,11 +41,8 @@ class Catalog(Protocol):
 def _fresh_summary(vdir: Path, catalog: Catalog) -> tuple[dict, dict]:
     """(the stored summary, the same with every measured field as its trace gives it now)."""
     path = vdir / artifacts.SUMMARY
-    try:
-        summary = json.loads(path.read_text())
-    except ValueError as e:
-        raise BrokenSet(f"{path} is not JSON ({e})") from e
-    if not isinstance(summary, dict) or summary.get("variant") != vdir.name:
+    summary = artifacts.read_summary(path)  # BrokenSet naming a cut one
+    if summary.get("variant") != vdir.name:
         raise BrokenSet(f"{path} is not the summary of {vdir.name} (rerun the profile)")
     if not summary.get("available"):
         return summary, summary
@@ -113,6 +111,7 @@ def recheck(root: Path, catalog: Catalog, write: bool = True) -> list[dict]:
             current = False
         if not current:  # a run killed before redrawing it
             changed.append({"path": hw / artifacts.OVERVIEW, "before": None, "after": None})
+        changed += recheck_claims(hw, catalog, write)  # after the summaries: timing reads them
         index = hw / artifacts.MANIFEST
         if not index.is_file() or json.loads(index.read_text()) != artifacts.manifest(hw):
             changed.append({"path": index, "before": None, "after": None})

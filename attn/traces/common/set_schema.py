@@ -1,4 +1,5 @@
-"""What each JSON artifact of a profile set may hold, checked before anything of it reaches a page.
+"""What each JSON artifact of a profile set may hold, checked before anything of it reaches a page:
+the schema beside the artifact contract (artifacts.py), which the docs hooks ask.
 
 A set arrives as a pull request: its files are a stranger's data. Each schema below gives the type
 and range of every field a page shows: numbers are finite numbers (never a bool, never a string),
@@ -176,9 +177,20 @@ INDEX = fields(
     {
         "hardware": optional(SLUG), "device_name": optional(TEXT), "device_type": optional(DEVICE),
         "one_shape": optional(boolean), "overview": optional(boolean), "timing": optional(boolean),
+        "claims": optional(boolean),
         "variants": fields({}),  # each entry's name and files: profile_sets._check_variant
         "figures": items(string("|".join(artifacts.FIGURES), "one of " + ", ".join(artifacts.FIGURES))),
         "diffs": items(string(r"[a-z0-9_]+__[a-z0-9_]+\.json", "a diff's file (a__b.json)", 200)),
+    },
+    required=("variants",),
+)  # fmt: skip
+
+SET_CLAIMS = fields(  # claims.json: the figure and timing claims' verdicts (set_claims.py)
+    {
+        "device_type": DEVICE,
+        "variants": mapping(SLUG, mapping(TEXT, fields(
+            {**CLAIM_FIELDS, "figure": TEXT}, required=("text", "holds", "observed")))),
+        "not_measured": mapping(SLUG, items(TEXT)),
     },
     required=("variants",),
 )  # fmt: skip
