@@ -114,15 +114,26 @@ def test_markdown_names_each_findings_chapter_as_diagnose_alone_finds_it():
 
 
 def test_markdown_leaves_out_the_columns_a_trace_cannot_fill():
-    """A CPU trace has no kernels and no device time: its table has no such columns (and no caption
-    about them); a GPU trace's has them (this one, recorded without shapes, has no shapes)."""
+    """A CPU trace has no kernels, no device time and no share: its table has no such columns; its
+    time per call is the host's, said as CPU time; a GPU trace's has them all (this one, recorded
+    without shapes, has no shapes)."""
     cpu = markdown(diagnose(read_trace(CPU_SET / "naive/trace.json.gz")))
     assert table(cpu, "Attention")[0] == ["implementation", "pass", "compiled", "where", "shapes",
-                                          "calls"]  # fmt: skip
-    assert "per call." not in cpu
+                                          "calls", "time"]  # fmt: skip
     gpu = markdown(diagnose(Trace(fixture())))
     assert table(gpu, "Attention")[0] == [h for h in HEADERS if h != "shapes"]
-    assert "Kernels, device time and share: per call." in gpu
+    assert "Kernels, time (on the device, else CPU time) and share: per call." in gpu
+
+
+def test_a_cpu_trace_shows_its_cpu_time_per_call(capsys):
+    """diagnose on a CPU trace showed no time per call: it shows the calls' host time, labelled."""
+    result = diagnose(read_trace(CPU_SET / "naive/trace.json.gz"))
+    (row,) = result["attention"]
+    assert row["device_time_us_per_call"] is None and row["cpu_time_us_per_call"] > 0
+    time = table(markdown(result), "Attention")[1][-1]
+    assert time.endswith(" CPU time") and time != "– CPU time"
+    assert cli.main(["diagnose", str(CPU_SET / "naive/trace.json.gz")]) == 0
+    assert " CPU time" in capsys.readouterr().out
 
 
 def test_markdown_shows_a_name_as_text():

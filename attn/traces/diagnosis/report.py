@@ -16,7 +16,7 @@ from attn.traces.common.units import count_text, time_text
 from attn.traces.read.trace import EPS_US
 
 HEADERS = ("implementation", "pass", "compiled", "where", "shapes", "calls", "kernels",
-           "device time", "share")  # fmt: skip
+           "time", "share")  # fmt: skip
 NOTHING = "–"  # a cell the trace cannot fill
 WRAPPED = ("where", "shapes")  # on the terminal, the attention table's columns that wrap
 
@@ -44,9 +44,11 @@ class Line:
 
 
 def _time_cell(r: dict) -> str:
-    """Time per call with its spread over the calls (times move with load; counts do not)."""
+    """Time per call: on the device, with its spread over the calls (times move with load; counts
+    do not); with no device time (a CPU trace), the host's, labelled as CPU time."""
     if r["device_time_us_per_call"] is None:
-        return NOTHING
+        cpu = r.get("cpu_time_us_per_call")  # absent from a diagnosis written before it was kept
+        return NOTHING if cpu is None else f"{time_text(cpu)} CPU time"
     lo, hi = r["device_time_us_range"]
     spread = "" if hi - lo <= 0.05 * max(hi, EPS_US) else f" ({time_text(lo)}–{time_text(hi)})"
     return time_text(r["device_time_us_per_call"]) + spread
@@ -116,8 +118,8 @@ def _attention(result: dict) -> list[Grid | Line]:
             "Attention",
             HEADERS,
             rows,
-            "kernels, device time and share: per call",
-            ("kernels", "device time", "share"),
+            "kernels, time (on the device, else CPU time) and share: per call",
+            ("kernels", "time", "share"),
         )
     ]
     if result["attention_share_of_device_time"] is not None:
