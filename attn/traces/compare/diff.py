@@ -128,8 +128,8 @@ def _change(calls_a: float, calls_b: float) -> str:
 
 def changed_word(r: dict) -> str:
     """A row's change as a reader says it: new, gone, more, fewer or same."""
-    if r["change"] != "changed":
-        return CHANGE_WORDS[r["change"]]
+    if r["change"] != "changed":  # a word of a diff written elsewhere is shown as it is
+        return CHANGE_WORDS.get(r["change"], str(r["change"]))
     return "more" if r["calls_b"] > r["calls_a"] else "fewer"
 
 
@@ -299,7 +299,7 @@ def render_diff(data: dict, everything: bool = False) -> str:
             times = f"{_time(r['time_us_a'])} → {_time(r['time_us_b'])}"
             lines.append(
                 f"| {_cell_name(r['name'])} | {text(r['kind'])} | {calls} | {times} "
-                f"| {changed_word(r)} |"
+                f"| {text(changed_word(r))} |"
             )
     same = sum(r["change"] == "same" for r in data["rows"])
     if same and not everything:
