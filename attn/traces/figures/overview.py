@@ -99,7 +99,12 @@ def draw(
             [(t["high_us"] - t["median_us"]) / 1000 if t else 0.0 for t in map(by_name.get, names)],
         ]
     hatches = ["" if t or not mixed else "////" for t in timed]
-    ax.barh(names, values, color=colors, xerr=spread, capsize=2, hatch=hatches, edgecolor="white")
+    ax.barh(names, values, color=colors, hatch=hatches, edgecolor="white")
+    if spread is not None:  # whiskers on the timed bars only: a profiled one has no spread to show
+        at = [i for i, t in enumerate(timed) if t]
+        pick = lambda xs: [xs[i] for i in at]  # noqa: E731
+        ax.errorbar(pick(values), at, xerr=[pick(spread[0]), pick(spread[1])], fmt="none",
+                    ecolor="black", capsize=2)  # fmt: skip
     ends = values if spread is None else [v + e for v, e in zip(values, spread[1], strict=True)]
     for y, (end, text) in enumerate(zip(ends, bar_labels(rows)[::-1], strict=True)):
         ax.annotate(text, (end, y), xytext=(3, 0), textcoords="offset points", va="center")
