@@ -152,9 +152,12 @@ class RingVariant(Variant):
         return self.module(q, k, v, is_causal=is_causal)
 
 
+PROBED = (torch.float32, torch.bfloat16, torch.float16)  # the dtypes a refusal is said against
+
+
 @functools.cache
-def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:
-    """Ask torch with a tiny call whether the backend runs here; on failure say why."""
+def _refused(backend: str, device: str, dtype: torch.dtype) -> list[str] | None:
+    """None when a tiny call of the backend runs here in `dtype`, else torch's warnings about it."""
     q = torch.zeros(1, 1, 16, 64, device=device, dtype=dtype)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -165,12 +168,24 @@ def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:
         except RuntimeError:
             pass
     # On CUDA torch warns why each backend was rejected; on CPU it only says "no viable backend".
-    details = [str(w.message).strip() for w in caught if backend in str(w.message).lower()]
-    dtype_name = str(dtype).removeprefix("torch.")
+    return [str(w.message).strip() for w in caught if backend in str(w.message).lower()]
+
+
+def _sdpa_probe(backend: str, device: str, dtype: torch.dtype) -> str | None:
+    """Ask torch with a tiny call whether the backend runs here in `dtype`; on failure say why,
+    and whether float32, bfloat16 and float16 were all refused or which of them run."""
+    details = _refused(backend, device, dtype)
+    if details is None:
+        return None
+    name = lambda t: str(t).removeprefix("torch.")  # noqa: E731
+    runs = [name(t) for t in PROBED if t != dtype and _refused(backend, device, t) is None]
     kind = torch.device(device).type.upper()
-    reason = (
-        f"the {backend} backend has no {kind} kernel for {dtype_name} in torch {torch.__version__}"
-    )
+    if runs:
+        what = f"{name(dtype)} ({' and '.join(runs)} run{'s' if len(runs) == 1 else ''})"
+    else:
+        tried = list(dict.fromkeys([name(dtype), *map(name, PROBED)]))
+        what = f"{', '.join(tried[:-1])} or {tried[-1]} (all {len(tried)} refused)"
+    reason = f"the {backend} backend has no {kind} kernel for {what} in torch {torch.__version__}"
     return reason + (f" ({'; '.join(details)})" if details else "")
 
 

@@ -832,6 +832,21 @@ def test_a_training_steps_times_carry_their_spread_and_why_two_measures_differ(p
     assert "longer at 0 of 1 steps, shorter at 1 (train_naive); the timed step also" in glance
 
 
+def test_a_step_timed_longer_on_a_busy_set_cannot_tell(profiles):
+    add_training_step(profiles / "cpu", spread=True)
+    add_timing(profiles / "cpu", {"train_naive": (4.1e3, 4.0e3, 4.2e3)})  # timed longer
+    env = json.loads((profiles / "cpu/environment.json").read_text())
+    load = {"load_avg_before": [3.5, 1, 1], "load_avg_after": [4.0, 2, 1], "cpu_count": 2,
+            "busy": True}  # fmt: skip
+    _write(profiles / "cpu/environment.json", {**env, "load": load})
+    sets.hardware_sets.cache_clear()
+    box = expand("<!-- profile-claim: train_naive profiled-over-timed -->", "training.md", profiles)
+    assert "does not hold" not in box and "cannot tell at 1 (train_naive)" in box
+    assert "a busy machine" in box
+    glance = expand("<!-- profile-glance -->", "at-a-glance.md", profiles)
+    assert "longer at 0 of 1 steps, cannot tell at 1 (train_naive)" in glance
+
+
 def test_a_figure_claim_reads_its_figures_rows(profiles):
     marker = "<!-- profile-claim: train_naive keeps-4x-flash -->"
     before = expand(marker, "training.md", profiles)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import attn
 from attn import specs
@@ -128,3 +129,18 @@ def test_profile_examples_runs_the_examples_and_every_figure_s_sweep():
     (session,) = [n for n in ast.walk(tree) if getattr(n, "name", None) == "profile_examples"]
     runs = {n.value for n in ast.walk(session) if isinstance(n, ast.Constant)}
     assert {"attn.profiling", *(f"attn.profiling.{f}" for f in artifacts.FIGURES)} <= runs
+
+
+def test_a_backend_refused_in_every_dtype_says_so():
+    """The reason said "no CPU kernel for float32" where bfloat16 was refused as well: it names
+    every dtype probed, and says where one of them runs."""
+    from attn.registry import _refused, _sdpa_probe
+
+    refused_all = [b for b in ("efficient", "cudnn") if _sdpa_probe(b, "cpu", torch.float32)]
+    for backend in refused_all:
+        assert all(_refused(backend, "cpu", t) is not None for t in (torch.bfloat16, torch.float16))
+        reason = _sdpa_probe(backend, "cpu", torch.float32)
+        assert "for float32, bfloat16 or float16 (all 3 refused)" in reason
+    assert refused_all, (
+        "this torch has no CPU kernel for efficient or cudnn: nothing refused to say"
+    )

@@ -164,7 +164,7 @@ def test_render_diff_shows_only_what_changed(cpu_folders):
     table = [line for line in text.splitlines() if line.startswith("| `")]
     changed = [r for r in data["rows"] if r["change"] != "same"]
     assert len(table) == len(changed) and any("`aten::clone`" in line for line in table)
-    assert "| removed |" in text and "| same |" not in text
+    assert "| gone |" in text and "| removed |" not in text and "| same |" not in text
     assert len([ln for ln in render_diff(data, everything=True).splitlines() if ln.startswith("| `")]) == len(data["rows"])  # fmt: skip
     assert "peak memory" in text.splitlines()[-1]
 
@@ -332,3 +332,35 @@ def test_command_line_out_is_scrubbed(tmp_path, capsys):
     out = tmp_path / "d.json"
     assert main([*map(str, traces), "--out", str(out)]) == 0
     assert "bob.jones" not in out.read_text() and "<redacted>" in out.read_text()
+
+
+def _nested(path: Path, depth: int) -> Path:
+    """Two forwards, no attn_fwd: each an aten::baddbmm whose own dispatch nests `depth` deep,
+    then one aten::softmax."""
+    events = []
+    for t0 in (0, 100):
+        events += [_op("aten::baddbmm", t0 + i, 40 - 2 * i) for i in range(depth)]
+        events.append(_op("aten::softmax", t0 + 50, 10))
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_a_trace_without_attn_fwd_is_refused_naming_range(tmp_path, capsys):
+    trace = _nested(tmp_path / "a.json", 1)
+    assert main([str(trace), str(trace)]) == 2
+    assert "--range" in capsys.readouterr().err
+
+
+def test_a_range_counts_once_however_deep_its_name_nests(tmp_path):
+    a, b = _nested(tmp_path / "a.json", 1), _nested(tmp_path / "b.json", 3)
+    data = diff(a, b, "aten::baddbmm")
+    assert data["a"]["forwards"] == data["b"]["forwards"] == 2
+    rows = rows_by_name(data)
+    assert rows[("aten::baddbmm", "op")]["calls_b"] == 2  # the two nested under each range
+    assert "aten::softmax" not in {name for name, _ in rows}  # outside every range
+
+
+def test_diff_prints_160_columns_into_a_pipe(pair, monkeypatch, capsys):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main([str(pair[0]), str(pair[1])]) == 0
+    assert 80 < max(map(len, capsys.readouterr().out.splitlines())) <= 160

@@ -64,7 +64,7 @@ def test_the_table_shows_what_ran_and_torchs_words_once_per_refusal():
                f"fused kernels do not support non-zero dropout.<br>{NO_KERNEL} |")  # fmt: skip
     assert refusal in table
     assert table.count(NOT_VIABLE) == 2  # efficient and cudnn: one row each, every case
-    assert "| efficient | every case (20) |" in table
+    assert "| efficient | every case: float32 and bfloat16, 20 of 20 |" in table
     assert "Never refused here: math." in table
 
 

@@ -19,7 +19,7 @@ import torch
 import yaml
 
 from attn.traces.common import artifacts
-from attn.traces.compare.gate import Rule, gate, main, parse_rules
+from attn.traces.compare.gate import RULES, Rule, gate, main, parse_rules
 from attn.traces.sets.analyze import write_artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,13 +75,15 @@ def timing(folder: Path, **medians) -> None:
     )
 
 
+# A verdict's line: headed by the rule it breaks, or "cannot tell", or the pass.
+VERDICT = re.compile(rf"(({'|'.join([*RULES, 'missing'])})(:\d+%)?: |cannot tell|no regr)")
+
+
 def run_gate(capsys, *argv) -> tuple[int, list[str], str]:
     """(exit status, the lines the gate printed, stderr) of `diff ARGV`."""
     code = main([str(a) for a in argv])
     said = capsys.readouterr()
-    lines = [
-        ln for ln in said.out.splitlines() if re.match(r"(regression|cannot tell|no regr)", ln)
-    ]
+    lines = [ln for ln in said.out.splitlines() if VERDICT.match(ln)]
     return code, lines, said.err
 
 
@@ -134,7 +136,11 @@ def test_without_fail_on_diff_is_a_report(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("rule", "change", "line"),
     [
-        ("counts", {"ops": ("aten::mul",)}, "aten::softmax (op) 1 -> 0 per forward, gone"),
+        (
+            "counts",
+            {"ops": ("aten::mul",)},
+            "aten::softmax (op) 1 -> 0 per forward, gone (breaks counts)",
+        ),
         ("ops", {"ops": (*BASE["ops"], "aten::clone")}, "aten::clone (op) 0 -> 1 per forward, new"),
         ("ops", {"ops": (*BASE["ops"], "aten::mul")}, "aten::mul (op) 1 -> 2 per forward, more"),
         ("kernels", {"kernels": ("mul_kernel", "k2")}, "k2 (kernel) 0 -> 1 per forward, new"),
@@ -147,7 +153,7 @@ def test_without_fail_on_diff_is_a_report(tmp_path, capsys):
 def test_each_kind_of_regression_fails_with_its_line(tmp_path, capsys, rule, change, line):
     a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b", **change)
     code, lines, err = run_gate(capsys, a, b, "--fail-on", rule)
-    assert (code, lines, err) == (1, [f"regression: a -> b: {line}"], "")
+    assert (code, lines, err) == (1, [f"{rule}: a -> b: {line}"], "")
 
 
 @pytest.mark.parametrize(
@@ -172,9 +178,9 @@ def test_rules_add_up_and_each_regression_is_one_line(tmp_path, capsys):
     code, lines, _ = run_gate(capsys, a, b, "--fail-on", "memcpy", "--fail-on", "ops,peak")
     assert code == 1 and len(lines) == 3
     assert lines == [
-        f"regression: a -> b: {MEMCPY} (memcpy) 0 -> 1 per forward, new",
-        "regression: a -> b: aten::clone (op) 0 -> 1 per forward, new",
-        "regression: a -> b: peak memory 1.0 MiB -> 2.0 MiB (+100%)",
+        f"memcpy: a -> b: {MEMCPY} (memcpy) 0 -> 1 per forward, new",
+        "ops: a -> b: aten::clone (op) 0 -> 1 per forward, new",
+        "peak: a -> b: peak memory 1.0 MiB -> 2.0 MiB (+100%)",
     ]
 
 
@@ -195,7 +201,7 @@ def two_sets(tmp_path: Path, time_a=None, time_b=None) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     ("time_b", "code", "said"),
     [
-        ((150, 145, 155), 1, "regression: naive: time 1.50× (1.38–1.63×) of A's: the whole interval is above 1×"),
+        ((150, 145, 155), 1, "time: naive: time 1.50× (1.38–1.63×) of A's: the whole interval is above 1×"),
         ((104, 90, 120), 0, "cannot tell: naive: time 1.04× (0.86–1.26×) of A's: the interval holds 1×"),
         ((80, 78, 82), 0, "no regression (fail on time)"),
     ],
@@ -252,8 +258,8 @@ def test_sets_are_compared_variant_by_variant(tmp_path, capsys):
     code, lines, _ = run_gate(capsys, tmp_path / "a", tmp_path / "b", "--fail-on", "memcpy")
     assert code == 1
     assert lines == [
-        f"regression: inplace: {MEMCPY} (memcpy) 0 -> 1 per forward, new",
-        f"regression: gone: ran in {tmp_path / 'a'}, not in {tmp_path / 'b'}",
+        f"memcpy: inplace: {MEMCPY} (memcpy) 0 -> 1 per forward, new",
+        f"missing: gone: ran in {tmp_path / 'a'}, not in {tmp_path / 'b'}",
     ]
     result = gate(tmp_path / "a", tmp_path / "b", [])
     assert [p["a"]["label"] for p in result["pairs"]] == ["inplace", "naive"]
@@ -427,10 +433,10 @@ def test_the_job_fails_on_the_copy_that_came_back_naming_it(tmp_path):
     profiled, gated = run_the_job(root, tmp_path / "second")
     assert profiled.returncode == 0, profiled.stderr[-2000:]
     assert gated.returncode == 1, gated.stdout[-2000:] + gated.stderr[-2000:]
-    lines = [ln for ln in gated.stdout.splitlines() if ln.startswith("regression:")]
+    lines = [ln for ln in gated.stdout.splitlines() if ln.startswith("counts:")]
     assert lines[:2] == [
-        "regression: inplace: aten::clone (op) 0 -> 1 per forward, new",
-        "regression: inplace: aten::copy_ (op) 1 -> 2 per forward, more",
+        "counts: inplace: aten::clone (op) 0 -> 1 per forward, new (breaks counts)",
+        "counts: inplace: aten::copy_ (op) 1 -> 2 per forward, more (breaks counts)",
     ]
     verdict = json.loads((root / "runs" / "gate.json").read_text())
     assert verdict["passed"] is False and verdict["regressions"][0]["name"] == "aten::clone"

@@ -1,14 +1,17 @@
 """The report (attn.traces.diagnosis.report) as `python -m attn.profiling diagnose` prints it."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
 from attn.profiling import cli
 from attn.traces.diagnosis.diagnose import diagnose
-from attn.traces.diagnosis.report import HEADERS, markdown
+from attn.traces.diagnosis.findings import FINDINGS
+from attn.traces.diagnosis.report import CHAPTERS, HEADERS, markdown
 from attn.traces.read.trace import Trace, read_trace
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 from diagnose_cases import CPU_SET, REAL, fixture  # noqa: E402
 
@@ -33,7 +36,7 @@ def test_cli_writes_the_json_shape_and_prints_a_table(tmp_path, capsys):
 def test_cli_names_a_finding_and_its_chapter(capsys):
     assert cli.main(["diagnose", str(CPU_SET / "naive/trace.json.gz")]) == 0
     printed = capsys.readouterr().out
-    assert "out_of_place_masked_fill" in printed and "inplace.md" in printed
+    assert "out_of_place_masked_fill" in printed and "In-place masking (inplace.md)" in printed
 
 
 def test_what_a_graph_replay_cannot_tell_is_said_once(capsys):
@@ -107,22 +110,41 @@ def test_markdown_names_each_findings_chapter_as_diagnose_alone_finds_it():
     text = markdown(diagnose(read_trace(CPU_SET / "naive/trace.json.gz")))
     header, *rows = table(text, "Findings")
     assert header == ["finding", "count", "chapter", "advice"]
-    assert {row[0]: row[2] for row in rows} == {
-        "out_of_place_masked_fill": "inplace.md",
-        "eager_attention": "sdpa.md",
+    assert {row[0]: row[2] for row in rows} == {  # read "sdpa.md": a link titled with its chapter
+        "out_of_place_masked_fill": "[In-place masking](inplace.md)",
+        "eager_attention": "[SDPA backends](sdpa.md)",
     }
 
 
+def test_every_chapter_a_finding_names_is_titled_as_the_nav_titles_it():
+    """The titles the report shows are mkdocs.yml's, for every page a finding names."""
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")  # its !!python tags: no safe_load
+    titles = {page: title for title, page in re.findall(r"^  - (.+): ([\w/.-]+\.md)$", nav, re.M)}
+    assert {page: titles[page] for page in CHAPTERS} == CHAPTERS
+    assert {f.page for f in FINDINGS} <= set(CHAPTERS)
+
+
 def test_markdown_leaves_out_the_columns_a_trace_cannot_fill():
-    """A CPU trace has no kernels and no device time: its table has no such columns (and no caption
-    about them); a GPU trace's has them (this one, recorded without shapes, has no shapes)."""
+    """A CPU trace has no kernels, no device time and no share: its table has no such columns; its
+    time per call is the host's, said as CPU time; a GPU trace's has them all (this one, recorded
+    without shapes, has no shapes)."""
     cpu = markdown(diagnose(read_trace(CPU_SET / "naive/trace.json.gz")))
     assert table(cpu, "Attention")[0] == ["implementation", "pass", "compiled", "where", "shapes",
-                                          "calls"]  # fmt: skip
-    assert "per call." not in cpu
+                                          "calls", "time"]  # fmt: skip
     gpu = markdown(diagnose(Trace(fixture())))
     assert table(gpu, "Attention")[0] == [h for h in HEADERS if h != "shapes"]
-    assert "Kernels, device time and share: per call." in gpu
+    assert "Kernels, time (on the device, else CPU time) and share: per call." in gpu
+
+
+def test_a_cpu_trace_shows_its_cpu_time_per_call(capsys):
+    """diagnose on a CPU trace showed no time per call: it shows the calls' host time, labelled."""
+    result = diagnose(read_trace(CPU_SET / "naive/trace.json.gz"))
+    (row,) = result["attention"]
+    assert row["device_time_us_per_call"] is None and row["cpu_time_us_per_call"] > 0
+    time = table(markdown(result), "Attention")[1][-1]
+    assert time.endswith(" CPU time") and time != "– CPU time"
+    assert cli.main(["diagnose", str(CPU_SET / "naive/trace.json.gz")]) == 0
+    assert " CPU time" in capsys.readouterr().out
 
 
 def test_markdown_shows_a_name_as_text():

@@ -3,7 +3,13 @@ timed whole, on made-up summaries and timing rows."""
 
 from attn import specs
 from attn.traces.claims.benchmark_checks import BenchmarkEvidence
-from attn.traces.claims.step_checks import WHY_LONGER, WHY_NOT, profiled_over_timed, step_rows
+from attn.traces.claims.step_checks import (
+    BUSY,
+    WHY_LONGER,
+    WHY_NOT,
+    profiled_over_timed,
+    step_rows,
+)
 from attn.traces.common import intervals
 
 
@@ -81,3 +87,17 @@ def test_a_summary_without_its_ranges_shows_no_spread():
 def test_the_claim_is_train_naives_and_reads_the_timing_pass():
     claim = specs.claim("train_naive", "profiled-over-timed")
     assert claim.figure == "timing" and claim.device_type == "cpu"
+
+
+def test_a_step_timed_longer_on_a_busy_set_cannot_tell():
+    rows = step_rows(SUMMARIES, {"train_c": timed(30, 29, 31)}, busy=True)
+    holds, observed = profiled_over_timed(BenchmarkEvidence("train_a", rows))
+    assert holds is None
+    assert observed.startswith("longer at 0 of 1 steps, cannot tell at 1 (train_c): ")
+    assert observed.endswith(f"Why: {WHY_NOT}; {BUSY}.")
+
+
+def test_a_busy_set_still_tells_a_step_profiled_longer():
+    rows = step_rows(SUMMARIES, {"train_a": timed(90, 85, 95)}, busy=True)
+    holds, observed = profiled_over_timed(BenchmarkEvidence("train_a", rows))
+    assert holds is True and BUSY not in observed

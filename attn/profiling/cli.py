@@ -17,14 +17,12 @@ read traces with attn.traces and the specs' data, on machines where torch is not
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
-import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -532,20 +530,6 @@ def _with_signals(argv: Sequence[str] | None) -> int:
             signal.signal(s, handler)
 
 
-@contextlib.contextmanager
-def wide_pipe() -> Iterator[None]:
-    """While inside, a rich Console made anywhere (diff's own) prints 160 columns into a pipe or
-    a log, as wide_console does, not rich's 80; a terminal, or a COLUMNS of one's own, is kept."""
-    if sys.stdout.isatty() or "COLUMNS" in os.environ:
-        yield
-        return
-    os.environ["COLUMNS"] = "160"  # rich reads it when a Console is made
-    try:
-        yield
-    finally:
-        os.environ.pop("COLUMNS", None)
-
-
 def _main(argv: Sequence[str] | None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -558,8 +542,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "analyze":
             return cmd_analyze(args, console)
         if args.command == "diff":  # 2 on bad input: 1 is a regression
-            with wide_pipe():
-                return gate.run(args)
+            return gate.run(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         return cmd_recheck(args, console)

@@ -6,14 +6,11 @@ No torch at import: the trace commands share these flags and run where torch is 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-from rich.console import Console
-
 from attn import specs
+from attn.traces.common.terminal import wide_console  # noqa: F401  (one console for all)
 
 DTYPE_NAMES = (
     "float32",
@@ -91,10 +88,3 @@ def variant_name(text: str) -> str:
             f"unknown variant {text!r}; valid names: {', '.join(specs.names())}"
         )
     return text
-
-
-def wide_console(stderr: bool = True) -> Console:
-    """rich on stderr (or stdout); in a log or a pipe 160 columns wide, so no table is cut at 80
-    (a COLUMNS of one's own is kept: rich reads it)."""
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 160)

@@ -453,7 +453,9 @@ def glance_text(hw: dict, summaries: list[dict]) -> list[str]:
 def step_rows(hw: dict) -> list[dict]:
     """The set's training steps both profiled and timed, in chapter order (attn.traces.claims.step_checks)."""
     summaries = {n: hw["summaries"][n] for n in specs.names() if n in hw["summaries"]}
-    return step_checks.step_rows(summaries, (hw.get("timing") or {}).get("variants") or {})
+    timing = hw.get("timing") or {}
+    busy = how_busy([hw["env"].get("load"), timing.get("load")]) is not None
+    return step_checks.step_rows(summaries, timing.get("variants") or {}, busy)
 
 
 def steps_differ(hw: dict) -> list[str]:

@@ -42,6 +42,16 @@ def cases_text(rows: list[dict], of: list[dict]) -> str:
     return f"{'; '.join(parts) or 'some cases'} ({len(of)})"
 
 
+def refused_text(rows: list[dict], of: list[dict]) -> str:
+    """Where a pinned backend was refused: cases_text, and where that is every case, in every
+    dtype swept, said as the registry's probe says it ('every case: float32 and bfloat16, 40 of
+    40')."""
+    if len(of) != len(rows):
+        return cases_text(rows, of)
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    return f"every case: {' and '.join(dtypes)}, {len(of)} of {len(rows)}"
+
+
 def cell(value: object) -> str:
     """Text in a table cell: a pipe in it would end the cell."""
     return md.text(value).replace("|", "\\|")
@@ -99,7 +109,7 @@ def dispatch_table(rows: list[dict]) -> str:
                 said.setdefault((backend, tuple(messages)), []).append(r)
     for (backend, messages), of in said.items():
         words = "<br>".join(cell(m) for m in messages)
-        lines.append(table_row([cell(backend), cell(cases_text(rows, of)), words]))
+        lines.append(table_row([cell(backend), cell(refused_text(rows, of)), words]))
     ran_all = [b for b in rows[0]["refused"] if not any(r["refused"][b] for r in rows)]
     if ran_all:
         lines += ["", f"Never refused here: {', '.join(md.text(b) for b in ran_all)}."]

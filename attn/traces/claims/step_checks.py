@@ -24,9 +24,16 @@ WHY_NOT = (
 )
 
 
-def step_rows(summaries: dict[str, dict], timed: dict[str, dict]) -> list[dict]:
+BUSY = (
+    "this set was made on a busy machine, where other work can slow the timed step as much as the "
+    "profiler slows the profiled one, so a step timed longer cannot tell"
+)
+
+
+def step_rows(summaries: dict[str, dict], timed: dict[str, dict], busy: bool = False) -> list[dict]:
     """One row per training step that was both profiled and timed (CPU time): {variant, profiled:
-    its forward plus backward as intervals.profiled gives one, timed: its timing.json row}."""
+    its forward plus backward as intervals.profiled gives one, timed: its timing.json row, busy:
+    whether the set's environment or timing load says busy}."""
     rows = []
     for name, s in summaries.items():
         back = s.get("backward") or {}
@@ -39,14 +46,16 @@ def step_rows(summaries: dict[str, dict], timed: dict[str, dict]) -> list[dict]:
             if f.get("cpu_time_us") and b.get("cpu_time_us")
         ]
         profiled = intervals.spread_of(fwd["median_us"] + bwd["median_us"], sums)
-        rows.append({"variant": name, "profiled": profiled, "timed": timed[name]})
+        rows.append({"variant": name, "profiled": profiled, "timed": timed[name], "busy": busy})
     return rows
 
 
 def longer(row: dict) -> bool | None:
     """Whether the profiled forward plus backward took longer than the timed step: True, False, or
-    None where their spreads overlap."""
-    return intervals.faster(row["timed"], row["profiled"])
+    None where their spreads overlap or, on a busy set, where the timed step was longer."""
+    verdict = intervals.faster(row["timed"], row["profiled"])
+    # Other work on the machine lengthens the timed step too: on a busy set "shorter" is no verdict.
+    return None if verdict is False and row.get("busy") else verdict
 
 
 def step_text(row: dict) -> str:
@@ -67,6 +76,8 @@ def verdict(rows: list[dict]) -> tuple[bool | None, str, str]:
     some = any(v is True for v, _ in grid)
     why = [WHY_LONGER] if holds else [f"where longer, {WHY_LONGER}"] if some else []
     why += [] if holds else [f"where not, {WHY_NOT}" if some else WHY_NOT]
+    busy = any(r.get("busy") for r in rows) and any(v is None for v, _ in grid)
+    why += [BUSY] if busy else []
     words = {True: "longer", False: "shorter", None: "cannot tell"}
     return holds, counts(grid, words, of="steps"), "; ".join(why)
 

@@ -9,10 +9,15 @@ character written as its escape, so the text is one line that does nothing but s
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 MAX_CHARS = 1000  # a C++ kernel name of hundreds of characters stays whole; ten million do not
 # C0 and C1 controls (ESC starts every escape sequence, OSC 8's too), and the format characters
@@ -41,3 +46,16 @@ def shown(text: object, limit: int = MAX_CHARS) -> str:
 def say(text: object, *, err: bool = False) -> None:
     """Print a line made from data (a message naming a file, a child's last words): one_line."""
     print(one_line(text), file=sys.stderr if err else sys.stdout)
+
+
+WIDTH = 160  # the README's: into a pipe or a log, no table is cut at rich's 80
+
+
+def wide_console(stderr: bool = True) -> Console:
+    """The console every command prints to: rich on stderr (or stdout), 160 columns wide in a log
+    or a pipe; a terminal's width, or a COLUMNS of one's own, is kept (rich reads it)."""
+    from rich.console import Console  # rich's console is only needed once something prints
+
+    stream = sys.stderr if stderr else sys.stdout
+    keep = stream.isatty() or "COLUMNS" in os.environ
+    return Console(stderr=stderr, width=None if keep else WIDTH)

@@ -5,8 +5,8 @@ python -m attn.traces.compare A B [--fail-on RULES] [--json OUT] [--range NAME] 
 A and B are variant folders (`profiles/cpu/naive`, holding trace.json.gz and summary.json), any
 two trace files (`.json` or `.json.gz`), or two sets of variant folders (attn.traces.compare.gate, which
 also says what --fail-on fails on). Each name the trace runs is a row: its calls and time per
-forward on each side, and whether it was added, removed, changed (calls per forward differ) or is
-the same. Times are shown beside the calls but never decide the change: two runs never take the
+forward on each side, and whether it is new, gone, run more or fewer times per forward, or the
+same (the JSON keeps its words: added, removed, changed, same). Times are shown beside the calls but never decide the change: two runs never take the
 same time, while a change in calls is a change in what ran.
 """
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from attn.traces.common import artifacts
 from attn.traces.common.atomic import write_json
 from attn.traces.common.markdown import code, text
+from attn.traces.common.terminal import wide_console
 from attn.traces.common.units import count_text, time_text
 from attn.traces.figures.table import aggregate
 from attn.traces.read import patterns
@@ -29,6 +30,7 @@ from attn.traces.read.trace import KERNEL, MEMCPY, MEMSET, TraceFormatError, rea
 KINDS = {"op": "op", KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 KIND_ORDER = {"memcpy": 0, "memset": 1, "kernel": 2, "op": 3}
 CHANGE_ORDER = {"removed": 0, "added": 1, "changed": 2, "same": 3}
+CHANGE_WORDS = {"removed": "gone", "added": "new", "same": "same"}  # "changed": more or fewer
 TOTALS = (
     "forwards", "cpu_time_us", "device_time_us", "ops_per_forward", "kernels_per_forward",
     "memcpy_per_forward", "memset_per_forward", "peak_memory_bytes",
@@ -76,7 +78,10 @@ def _side(path: Path, range_name: str | None) -> tuple[dict, list]:
         )
     fwds = trace.forwards(wanted)
     if not fwds:
-        raise TraceFormatError(f"{path}: the trace holds no {wanted or 'attn_fwd'} range")
+        raise TraceFormatError(
+            f"{path}: the trace holds no {wanted or 'attn_fwd'} range: name the range to compare "
+            "with --range NAME (a record_function's name, or an op's: --range aten::baddbmm)"
+        )
     measured = per_forward(trace, wanted)
     # Counts come from the trace, as the rows do (an edited summary said 45 -> 1 beside rows the
     # same); a summary's times and peak win, as what the chapter shows (the trace's own are kept
@@ -119,6 +124,13 @@ def _change(calls_a: float, calls_b: float) -> str:
     if calls_b <= CALLS_EPS:
         return "removed"
     return "same" if abs(calls_a - calls_b) <= CALLS_EPS else "changed"
+
+
+def changed_word(r: dict) -> str:
+    """A row's change as a reader says it: new, gone, more, fewer or same."""
+    if r["change"] != "changed":  # a word of a diff written elsewhere is shown as it is
+        return CHANGE_WORDS.get(r["change"], str(r["change"]))
+    return "more" if r["calls_b"] > r["calls_a"] else "fewer"
 
 
 def compare(a: dict, b: dict) -> list[dict]:
@@ -287,7 +299,7 @@ def render_diff(data: dict, everything: bool = False) -> str:
             times = f"{_time(r['time_us_a'])} → {_time(r['time_us_b'])}"
             lines.append(
                 f"| {_cell_name(r['name'])} | {text(r['kind'])} | {calls} | {times} "
-                f"| {text(r['change'])} |"
+                f"| {text(changed_word(r))} |"
             )
     same = sum(r["change"] == "same" for r in data["rows"])
     if same and not everything:
@@ -333,8 +345,8 @@ def _totals_line(data: dict) -> str:
 
 
 def print_diff(data: dict, everything: bool = False) -> None:
-    """The Markdown the site shows, rendered for the terminal (its tables as rich tables)."""
-    from rich.console import Console
+    """The Markdown the site shows, rendered for the terminal (its tables as rich tables), on the
+    one console every command prints to (160 columns into a pipe)."""
     from rich.markdown import Markdown
 
-    Console().print(Markdown(render_diff(data, everything)))
+    wide_console(stderr=False).print(Markdown(render_diff(data, everything)))

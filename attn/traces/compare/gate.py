@@ -1,4 +1,4 @@
-"""diff as a gate: which changes between two runs are regressions, for a CI job to fail on.
+"""diff as a gate: which changes between two runs break a rule, for a CI job to fail on.
 
 A and B are two variant folders, two traces, or two sets (`profiles/<hardware>/` folders, compared
 variant by variant). Counts come from the traces and do not move with the machine's load, so a rule
@@ -21,7 +21,15 @@ from attn.traces.common import artifacts, intervals
 from attn.traces.common.atomic import RefusedOutput, check_output, write_json
 from attn.traces.common.terminal import say
 from attn.traces.common.units import bytes_text, count_text
-from attn.traces.compare.diff import CALLS_EPS, KIND_ORDER, diff, name_rank, print_diff
+from attn.traces.compare.diff import (
+    CALLS_EPS,
+    CHANGE_WORDS,
+    KIND_ORDER,
+    changed_word,
+    diff,
+    name_rank,
+    print_diff,
+)
 from attn.traces.read.scrub import Scrubber
 from attn.traces.read.trace import TraceFormatError
 
@@ -78,6 +86,7 @@ def finding(variant: str, rule: str, text: str, **facts) -> dict:
 
 
 def line(found: dict) -> str:
+    """'variant: what changed', as the verdict prints it after the rule or 'cannot tell'."""
     return f"{found['variant']}: {found['text']}"
 
 
@@ -156,10 +165,11 @@ def timed(side: Path, info: dict, cache: dict[Path, dict | None]) -> dict | None
 # --- the rules -------------------------------------------------------------------------------------
 
 
-def _changed(r: dict) -> str:
-    if r["change"] in ("added", "removed"):
-        return {"added": "new", "removed": "gone"}[r["change"]]
-    return "more" if r["calls_b"] > r["calls_a"] else "fewer"
+def _changed(r: dict, rule: Rule) -> str:
+    """'new', 'gone', 'more' or 'fewer'; under counts, which fails on fewer and gone too, the
+    word says the rule it breaks ('gone (breaks counts)'), since fewer is no regression."""
+    word = CHANGE_WORDS[r["change"]] if r["change"] != "changed" else changed_word(r)
+    return f"{word} (breaks {rule})" if rule.name == "counts" else word
 
 
 def row_findings(label: str, rows: list[dict], rule: Rule) -> list[dict]:
@@ -174,7 +184,7 @@ def row_findings(label: str, rows: list[dict], rule: Rule) -> list[dict]:
         if hit:
             text = (
                 f"{r['name']} ({r['kind']}) {count_text(r['calls_a'])} -> "
-                f"{count_text(r['calls_b'])} per forward, {_changed(r)}"
+                f"{count_text(r['calls_b'])} per forward, {_changed(r, rule)}"
             )
             found.append(finding(label, str(rule), text, kind=r["kind"], name=r["name"],
                                  a=r["calls_a"], b=r["calls_b"]))  # fmt: skip
@@ -281,14 +291,14 @@ def gate(a: Path | str, b: Path | str, rules: list[Rule], range_name: str | None
 
 DESCRIPTION = """\
 What changed between two runs: ops, kernels, memcpys and memsets per forward, and peak memory.
-With --fail-on, a gate: exit 1 with a line for each regression."""
+With --fail-on, a gate: exit 1 with a line for each change that breaks a rule, headed by the rule."""
 EXAMPLES = """\
 examples:
   %(prog)s runs/naive runs/inplace
       what changed from one run to the other (variant folders, or their trace.json.gz)
   %(prog)s baseline/inplace runs/inplace --fail-on
       the gate: exit 1, with a line for each op, kernel, memcpy or memset whose calls per
-      forward changed (--fail-on alone is --fail-on counts)
+      forward changed, each headed "counts:" (--fail-on alone is --fail-on counts)
   %(prog)s baseline/inplace runs/inplace --fail-on kernels,memcpy --fail-on peak:10%%
       fail only on new or more kernels or memcpys, or on a peak memory over 10%% higher
   %(prog)s before/cpu-amd-epyc profiles/cpu-amd-epyc --fail-on counts,time --json gate.json
@@ -298,7 +308,7 @@ examples:
 rules (--fail-on RULE,RULE; the flag may be given again):
 {rules}
 
-exit status: 0 no regression (or no --fail-on), 1 a regression (one line each), 2 bad input
+exit status: 0 no regression (or no --fail-on), 1 a rule broken (a line each), 2 bad input
 """.format(rules="\n".join(f"  {name:8} {what}" for name, what in RULES.items()).replace("%", "%%"))
 
 
@@ -341,8 +351,8 @@ def report(result: dict, everything: bool = False) -> None:
         say(f"note: {note}")
     for found in result["cannot_tell"]:
         say(f"cannot tell: {line(found)}")
-    for found in result["regressions"]:
-        say(f"regression: {line(found)}")
+    for found in result["regressions"]:  # each headed by the rule it breaks
+        say(f"{found['rule']}: {line(found)}")
     if result["passed"]:
         print(f"no regression (fail on {', '.join(result['fail_on'])})")
 

@@ -109,6 +109,7 @@ def attention_rows(trace: Trace, calls: list[Call]) -> list[dict]:
                 "calls": n,
                 "kernels_per_call": len(kernels) / n if on_device else None,
                 "device_time_us_per_call": sum(per_call) / n if on_device else None,
+                "cpu_time_us_per_call": sum(c.cpu_us for c in kind) / n,  # shown without a device
                 "device_time_us_range": [min(per_call), max(per_call)] if on_device else None,
                 "share_of_device_time": sum(per_call) / total if on_device and total else None,
                 "kernels": list(dict.fromkeys(trace.name[d] for d in kernels)),

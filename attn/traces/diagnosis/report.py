@@ -16,9 +16,18 @@ from attn.traces.common.units import count_text, time_text
 from attn.traces.read.trace import EPS_US
 
 HEADERS = ("implementation", "pass", "compiled", "where", "shapes", "calls", "kernels",
-           "device time", "share")  # fmt: skip
+           "time", "share")  # fmt: skip
 NOTHING = "–"  # a cell the trace cannot fill
 WRAPPED = ("where", "shapes")  # on the terminal, the attention table's columns that wrap
+# The titles of the chapters a finding names, as mkdocs.yml's nav gives them (a test keeps the two
+# the same): a reader follows "In-place masking", not "inplace.md".
+CHAPTERS = {
+    "reading-a-profile.md": "Reading a profile", "naive.md": "Naive attention",
+    "inplace.md": "In-place masking", "sdpa.md": "SDPA backends",
+    "custom-kernels.md": "Custom kernels", "compiled-and-flex.md": "Compiled and Flex attention",
+    "decoding.md": "Decoding", "training.md": "Training",
+    "context-parallel.md": "Context parallelism",
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +39,7 @@ class Grid:
     rows: list[list[str]]
     caption: str | None = None
     about: tuple[str, ...] = ()  # the columns the caption is about
+    links: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # column: each row's page
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +54,11 @@ class Line:
 
 
 def _time_cell(r: dict) -> str:
-    """Time per call with its spread over the calls (times move with load; counts do not)."""
+    """Time per call: on the device, with its spread over the calls (times move with load; counts
+    do not); with no device time (a CPU trace), the host's, labelled as CPU time."""
     if r["device_time_us_per_call"] is None:
-        return NOTHING
+        cpu = r.get("cpu_time_us_per_call")  # absent from a diagnosis written before it was kept
+        return NOTHING if cpu is None else f"{time_text(cpu)} CPU time"
     lo, hi = r["device_time_us_range"]
     spread = "" if hi - lo <= 0.05 * max(hi, EPS_US) else f" ({time_text(lo)}–{time_text(hi)})"
     return time_text(r["device_time_us_per_call"]) + spread
@@ -116,8 +128,8 @@ def _attention(result: dict) -> list[Grid | Line]:
             "Attention",
             HEADERS,
             rows,
-            "kernels, device time and share: per call",
-            ("kernels", "device time", "share"),
+            "kernels, time (on the device, else CPU time) and share: per call",
+            ("kernels", "time", "share"),
         )
     ]
     if result["attention_share_of_device_time"] is not None:
@@ -159,13 +171,20 @@ def _findings(result: dict) -> list[Grid | Line]:
             [
                 f["kind"],
                 str(f["count"]),
-                f["chapter"],
+                chapter_title(f["chapter"]),
                 f["advice"] + (f" ({f['detail']})" if f.get("detail") else ""),
             ]
             for f in result["findings"]
         ]
-        return [Grid("Findings", ("finding", "count", "chapter", "advice"), rows)]
+        pages = [f["chapter"] for f in result["findings"]]
+        headers = ("finding", "count", "chapter", "advice")
+        return [Grid("Findings", headers, rows, links={"chapter": pages})]
     return [Line("Findings: none.")] if result["attention"] else []
+
+
+def chapter_title(page: str) -> str:
+    """A finding's chapter as a reader finds it: its title, and on the terminal its page."""
+    return CHAPTERS.get(page, page)
 
 
 def _not_checked(result: dict) -> list[Line]:
@@ -207,7 +226,11 @@ def report(result: dict, console: Console) -> None:
                     table.add_column(header, overflow="fold", no_wrap=header not in WRAPPED)
                 else:
                     table.add_column(header)
-            for row in part.rows:
+            for n, row in enumerate(part.rows):
+                row = list(row)
+                for column, pages in part.links.items():  # no link on a terminal: the page said
+                    i = part.headers.index(column)
+                    row[i] = f"{row[i]} ({pages[n]})" if row[i] != pages[n] else row[i]
                 table.add_row(*map(shown, row))
             console.print(table)
         elif part.quiet:
@@ -222,10 +245,13 @@ def _markdown_table(grid: Grid) -> list[str]:
     """A table and its caption as Markdown, without the columns the trace filled in no row (a CPU
     trace's kernels and device time): Markdown wraps a table to its column, not a terminal's."""
     keep = [i for i, _ in enumerate(grid.headers) if any(row[i] != NOTHING for row in grid.rows)]
-    rows = [grid.headers, ["---"] * len(grid.headers), *grid.rows]
-    lines = [
-        "| " + " | ".join(md.prose(row[i]).replace("|", "\\|") for i in keep) + " |" for row in rows
-    ]
+    cells = [[md.prose(c).replace("|", "\\|") for c in row] for row in grid.rows]
+    for column, pages in grid.links.items():  # a link titled with the chapter, to its page
+        i = grid.headers.index(column)
+        for row, page in zip(cells, pages, strict=True):
+            row[i] = f"[{row[i]}]({md.attribute(page)})"
+    rows = [list(grid.headers), ["---"] * len(grid.headers), *cells]
+    lines = ["| " + " | ".join(row[i] for i in keep) + " |" for row in rows]
     found = [f"**{grid.title}**\n\n" + "\n".join(lines)]
     if grid.caption and {grid.headers[i] for i in keep} & set(grid.about):
         found.append(md.prose(grid.caption[0].upper() + grid.caption[1:] + "."))

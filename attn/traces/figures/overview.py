@@ -51,7 +51,9 @@ def is_current(folder: Path, names: Sequence[str] = ()) -> bool:
     if not rows or not path.is_file():
         return not rows and not path.exists()
     text = path.read_text()
-    return all(
+    on_device = any(s.get("device_time_us") is not None for s in rows)
+    said = textwrap.fill(time_label(["timed" in s for s in rows], on_device), LINE_CHARS)
+    return all(f">{line}<" in text for line in said.splitlines()) and all(
         s["variant"] in text and f">{label}<" in text
         for s, label in zip(rows, bar_labels(rows), strict=True)
     )
@@ -74,28 +76,35 @@ def draw(
     )
 
     on_device = any(s.get("device_time_us") is not None for s in rows)
-    timed = all("timed" in s for s in rows)
+    timed = ["timed" in s for s in rows][::-1]
     names = [s["variant"] for s in rows][::-1]
     values = [_ms(s, on_device) for s in rows][::-1]
     indent = "\u00a0\u00a0"  # a wrapped note's next lines: SVG text drops plain leading spaces
     note = "\n".join(wrapped(line, LINE_CHARS, indent) for line in note.splitlines())
-    if timed:
-        label = "ms per forward: median and interquartile range, timed interleaved"
-    else:
-        label = f"{'device' if on_device else 'CPU'} ms per forward under the profiler"
-    below = textwrap.fill(label, LINE_CHARS) + (f"\n\n{note}" if note else "")
+    below = textwrap.fill(time_label(timed, on_device), LINE_CHARS) + (
+        f"\n\n{note}" if note else ""
+    )
+    mixed = any(timed) and not all(timed)  # each bar's source told apart: a legend of two
+    legend_in = 0.34 if mixed else 0.0
     top_in = 0.1 + 0.16 * (title.count("\n") + 1)
-    bottom_in = 0.04 + 0.15 * (below.count("\n") + 1)
+    bottom_in = 0.04 + 0.15 * (below.count("\n") + 1) + legend_in
     height = top_in + bottom_in + 0.45 + 0.27 * len(rows)
     fig, ax = figure(height, width_in=WIDTH_IN)
     colors = ["#d62728" if n == reference else "#4e79a7" for n in names]
     spread = None
-    if timed:  # the interquartile range as a bar's whiskers
+    if any(timed):  # the interquartile range as a timed bar's whiskers; none on a profiled one
+        by_name = {s["variant"]: s.get("timed") for s in rows}
         spread = [
-            [(s["timed"]["median_us"] - s["timed"]["low_us"]) / 1000 for s in rows][::-1],
-            [(s["timed"]["high_us"] - s["timed"]["median_us"]) / 1000 for s in rows][::-1],
+            [(t["median_us"] - t["low_us"]) / 1000 if t else 0.0 for t in map(by_name.get, names)],
+            [(t["high_us"] - t["median_us"]) / 1000 if t else 0.0 for t in map(by_name.get, names)],
         ]
-    ax.barh(names, values, color=colors, xerr=spread, capsize=2)
+    hatches = ["" if t or not mixed else "////" for t in timed]
+    ax.barh(names, values, color=colors, hatch=hatches, edgecolor="white")
+    if spread is not None:  # whiskers on the timed bars only: a profiled one has no spread to show
+        at = [i for i, t in enumerate(timed) if t]
+        pick = lambda xs: [xs[i] for i in at]  # noqa: E731
+        ax.errorbar(pick(values), at, xerr=[pick(spread[0]), pick(spread[1])], fmt="none",
+                    ecolor="black", capsize=2)  # fmt: skip
     ends = values if spread is None else [v + e for v, e in zip(values, spread[1], strict=True)]
     for y, (end, text) in enumerate(zip(ends, bar_labels(rows)[::-1], strict=True)):
         ax.annotate(text, (end, y), xytext=(3, 0), textcoords="offset points", va="center")
@@ -105,8 +114,39 @@ def draw(
     # Title and axis label from the picture's left edge, not the bars': the names take a third.
     fig.text(0.02, 1 - 0.06 / height, title, va="top", fontsize=9.5)
     fig.text(0.02, 0.04 / height, below, va="bottom")
+    if mixed:
+        _legend(fig, (bottom_in - legend_in) / height, on_device)
     fig.tight_layout(rect=(0, bottom_in / height, 1, 1 - top_in / height))
     save(fig, path)
+
+
+TIMED = "timed: median and interquartile range"
+
+
+def profiled_label(on_device: bool) -> str:
+    return f"not timed: {'device' if on_device else 'CPU'} mean under the profiler"
+
+
+def time_label(timed: list[bool], on_device: bool) -> str:
+    """What the bars' times are: all timed, all profiled, or (a legend above says which) both."""
+    if all(timed):
+        return "ms per forward: median and interquartile range, timed interleaved"
+    if not any(timed):
+        return f"{'device' if on_device else 'CPU'} ms per forward under the profiler"
+    untimed = "device" if on_device else "CPU"
+    return f"ms per forward: solid bars timed interleaved, hatched ones {untimed} time profiled"
+
+
+def _legend(fig, bottom: float, on_device: bool) -> None:
+    """Which bars are timed and which only profiled: a solid and a hatched swatch, above the label."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor="#4e79a7", edgecolor="white"),
+               Patch(facecolor="#4e79a7", edgecolor="white", hatch="////")]  # fmt: skip
+    fig.legend(
+        handles, [TIMED, profiled_label(on_device)], loc="lower left", frameon=False,
+        bbox_to_anchor=(0.0, bottom), handlelength=1.4, borderaxespad=0.2,
+    )  # fmt: skip
 
 
 def wrapped(text: str, width: int, indent: str = "") -> str:

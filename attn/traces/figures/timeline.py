@@ -166,11 +166,13 @@ def draw_timeline(
     *,
     forward_index: int | None = None,
     focus: str | None = None,
+    shape: dict | None = None,
 ) -> None:
     """Write an SVG picture of one of the ranges (the middle one by default).
 
     At most MAX_BARS bars, whatever the range holds: events too short to see apart are merged into
-    spans. The event called `focus` (the chapter's) is labelled even when its bar is narrow."""
+    spans. The event called `focus` (the chapter's) is labelled even when its bar is narrow; the
+    legend names what a copy copies from its input's shape against `shape` (the summary's)."""
     forward = fwds[len(fwds) // 2 if forward_index is None else forward_index]
     rows = lanes(forward)
     drawn = [e for _, evts in rows for e in evts]
@@ -185,7 +187,7 @@ def draw_timeline(
     _draw_gaps(panel, axis, len(rows))
     _draw_rows_axis(panel, rows, axis)
     _draw_time_axis(panel, axis, forward.range.name)
-    panel.legend = _legend(drawn, bars)
+    panel.legend = _legend(drawn, bars, shape)
     panel.legend_columns = min(len(panel.legend), 3)
     panel.legend_share = 0.06 * (1 + (len(panel.legend) > 3)) if panel.legend else 0.0
     panel.write(path)
@@ -270,12 +272,33 @@ def _draw_time_axis(panel: Panel, axis: TimeAxis, range_name: str) -> None:
     panel.xlabel = visible(f"µs since the {range_name} range began")
 
 
-def _legend(drawn: list[Event], bars: list[list[Bar]]) -> list[tuple[str, str]]:
-    """Legend entries (color, text) for the colors that need one: copies, merged spans, runtime
-    call kinds."""
+def copied(e: Event, shape: dict | None) -> str:
+    """What a copy event copies, told by its first input's recorded shape against the summary's
+    `shape`: the scores [b, h, sq, sk], the K/V cache (decode_repeat_kv's repeated heads), an
+    output block and its row statistics (a ring rank's), else the shape itself."""
+    dims = (e.args.get("Input Dims") or [None])[0]
+    if not dims:
+        return "a copy" if e.cat == MEMCPY else "a tensor"  # a memcpy records no shape
+    if shape:
+        b, h, sq, sk, d = (shape[k] for k in ("batch", "heads", "seq_q", "seq_k", "head_dim"))
+        if dims == [b, h, sq, sk]:
+            return "the scores"
+        if len(dims) >= 4 and dims[0] == b and dims[-2:] == [sk, d] and (len(dims) > 4 or sq != sk):
+            return "the K/V cache"
+        if len(dims) == 4 and dims[:2] == [b, h] and dims[2] < sq and dims[3] in (d, 1):
+            return "an output block" if dims[3] == d else "its row statistics"
+    return f"[{', '.join(map(str, dims))}]"
+
+
+def _legend(
+    drawn: list[Event], bars: list[list[Bar]], shape: dict | None = None
+) -> list[tuple[str, str]]:
+    """Legend entries (color, text) for the colors that need one: copies (named after what they
+    copy), merged spans, runtime call kinds."""
     legend = []
-    if any(is_copy(e) for e in drawn):
-        legend.append((COPY_COLOR, "copy of the scores"))
+    what = list(dict.fromkeys(copied(e, shape) for e in drawn if is_copy(e)))
+    if what:
+        legend.append((COPY_COLOR, "copy of " + " and ".join(what)))
     if any(c == MIXED_COLOR for row in bars for _, _, c, _ in row):
         legend.append((MIXED_COLOR, "many short events"))
     kinds = {runtime_kind(e.name) for e in drawn if e.cat in RUNTIME_CATEGORIES}

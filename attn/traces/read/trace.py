@@ -406,10 +406,25 @@ class Trace:
         candidates = self._range_candidates
         if name is None:
             found = [i for i in candidates if self.name[i] == FORWARD_RANGE]
-            return found or [i for i in candidates if self.name[i].startswith(STEP_PREFIX)]
-        if name.endswith("*"):
-            return [i for i in candidates if self.name[i].startswith(name[:-1])]
-        return [i for i in candidates if self.name[i] == name]
+            found = found or [i for i in candidates if self.name[i].startswith(STEP_PREFIX)]
+        elif name.endswith("*"):
+            found = [i for i in candidates if self.name[i].startswith(name[:-1])]
+        else:
+            found = [i for i in candidates if self.name[i] == name]
+        return self._outermost(found)
+
+    def _outermost(self, rows: list[int]) -> list[int]:
+        """The rows not inside another of them on their thread: an op that calls itself
+        (`aten::baddbmm` under `aten::baddbmm`) is one range, however deep its name nests."""
+        kept: list[int] = []  # rows come by start, the longer first on ties
+        end_of: dict[int, float] = {}
+        for r in rows:
+            thread = int(self.thread[r])
+            if self.end[r] <= end_of.get(thread, -np.inf) + EPS_US:
+                continue
+            kept.append(r)
+            end_of[thread] = float(self.end[r])
+        return kept
 
     @functools.cached_property
     def _range_candidates(self) -> list[int]:

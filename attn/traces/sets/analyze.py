@@ -102,8 +102,9 @@ def write_artifacts(
         title = f"{name} on {where}: one {summary['range']}"
         # timeline.draw_timeline looked up as it draws: a test stands in for it
         timeline.draw_timeline(
-            fwds, title, out / artifacts.TIMELINE, focus=focus(summary, trace, spec)
-        )
+            fwds, title, out / artifacts.TIMELINE, focus=focus(summary, trace, spec),
+            shape=summary.get("shape"),
+        )  # fmt: skip
         progress(ANALYSIS_STEPS[3])
         write_trace(trace.raw, out / artifacts.TRACE, scrubber)  # measuring read the raw trace
         summary = {"schema": artifacts.SUMMARY_SCHEMA, **scrubber.value(summary)}
