@@ -410,3 +410,39 @@ def test_an_op_without_recorded_types_takes_its_kernel_s_dtype():
         "advice": found(result, "fp32_attention_on_gpu")["advice"],
         "detail": "read from kernel names for 1 call(s)",
     }  # fmt: skip
+
+
+# --- no finding from work that is no call's: an MLP, a router, the data before the model --------
+
+
+def outside_attention(inside: bool = False) -> dict:
+    """A step: a repeat of the text before the model, an MLP's .contiguous(), a MoE router's
+    out-of-place masked_fill, then an op whose name says nothing, found as attention by the
+    kernel it launches (so its look-back was once the trace's start). With `inside`, the same
+    .contiguous() runs in the call's own attention module, where it is the call's."""
+    q, k = [8, 8, 128, 64], [8, 8, 77, 64]
+    copy = [(COPY, 9)]
+    contiguous = [op("aten::contiguous", 0, 10), op("aten::clone", 1, 8, [k], BF16[:1], copy)]
+    return made(
+        op("aten::repeat_interleave", 100, 10, [[1, 77, 768], [], []], BF16[:1], copy),
+        op("ProfilerStep#1", 200, 500, cat="user_annotation"),
+        op("nn.Module: Model_0", 210, 480, cat="python_function"),
+        op("nn.Module: MLP_0", 220, 30, cat="python_function"),
+        *[dict(o, ts=o["ts"] + 225) for o in contiguous],
+        op("nn.Module: Router_0", 260, 30, cat="python_function"),
+        op("aten::masked_fill", 265, 20, [[64, 8], [64, 8], []], BF16[:1]),
+        op("aten::clone", 266, 10, [[64, 8]], BF16[:1], copy),
+        op("nn.Module: Attention_0", 300, 100, cat="python_function"),
+        *([dict(o, ts=o["ts"] + 305) for o in contiguous] if inside else []),
+        op("mylib::block", 340, 50, [q, k, k], BF16[:3], [(CUTLASS, 30)]),
+    )  # fmt: skip
+
+
+def test_work_outside_a_call_found_by_its_kernel_is_no_finding_of_it():
+    """Calls found through the op that launched a known kernel look back only over their own
+    module (never from the trace's start): the MLP's copy, the router's masked_fill and the
+    repeat before the step are counted nowhere; the same copy in the call's module is."""
+    result = diagnose(Trace(outside_attention()))
+    assert [r["calls"] for r in result["attention"]] == [1]
+    assert kinds(result) == {}
+    assert kinds(diagnose(Trace(outside_attention(inside=True)))) == {"qkv_copies": 1}

@@ -275,16 +275,14 @@ def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 )
 def _kv_over_batch(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """repeat_interleave or repeat (or an expand made contiguous) since the call before on its
-    thread (a source repeated once before the layers counts for the first), of a tensor of the
-    keys' sequence whose leading dimension is smaller than the call's batch and divides it."""
-    found, last = {}, {}
-    for c in sorted(calls, key=lambda c: c.start):
-        thread = int(trace.thread[c.row])
-        start = min(last.get(thread, -np.inf), c.region_start)
-        last[thread] = c.end
+    thread (a source repeated once before the layers, in their step or forward, counts for the
+    first), of a tensor of the keys' sequence whose leading dimension is smaller than the call's
+    batch and divides it."""
+    found = {}
+    for c in calls:
         found |= {
             r: (dims, _batch(trace, c))
-            for r, dims in _repeats(trace, c, start)
+            for r, dims in _repeats(trace, c, c.since)
             if _over_batch(trace, c, dims)
         }
     if not found:
