@@ -446,3 +446,68 @@ def test_work_outside_a_call_found_by_its_kernel_is_no_finding_of_it():
     assert [r["calls"] for r in result["attention"]] == [1]
     assert kinds(result) == {}
     assert kinds(diagnose(Trace(outside_attention(inside=True)))) == {"qkv_copies": 1}
+
+
+# --- nn.MultiheadAttention's fast path: one op, all its kernels, and need_weights -----------------
+
+
+def mha_fastpath(need_weights: bool) -> dict:
+    """nn.MultiheadAttention in inference on a GPU (aten::_native_multi_head_attention): the
+    in-projection, q, k and v given their bias and scale, then the scores, softmax and P.V (or,
+    without weights, SDPA), the heads made contiguous, the out-projection, and the weights
+    averaged over the heads."""
+    x, scores = [2, 16, 64], [2, 4, 16, 16]
+    concrete = ["", "", "", "64", "4", "", "", "", "", "", str(need_weights), "True", ""]
+    heads = [op("aten::bmm", 30, 8, [[8, 16, 16]] * 2, BF16[:2], [("gemm_qk", 6)]),
+             op("aten::_softmax", 40, 8, [scores, [], []], BF16[:1], [("softmax_kernel", 5)]),
+             op("aten::bmm", 50, 8, [[8, 16, 16]] * 2, BF16[:2], [("gemm_pv", 6)])]  # fmt: skip
+    sdpa = [op("aten::scaled_dot_product_attention", 30, 28, [[2, 4, 16, 16]] * 3, BF16[:3]),
+            op("aten::_scaled_dot_product_efficient_attention", 32, 24, [[2, 4, 16, 16]] * 3,
+               BF16[:3], [(CUTLASS, 9)])]  # fmt: skip
+    weights = [op("aten::sum", 80, 5, [scores, [], [], []], BF16[:1], [("reduce_kernel", 3)]),
+               op("aten::div_", 86, 5, [[2, 16, 16], []], BF16[:1], [("div_kernel", 2)])]  # fmt: skip
+    mha = op("aten::_native_multi_head_attention", 5, 90, [x, x, x], BF16[:3])
+    return made(
+        op("nn.Module: MultiheadAttention_0", 0, 100, cat="python_function"),
+        dict(mha, args=mha["args"] | {"Concrete Inputs": concrete}),
+        op("aten::mm", 6, 8, [[32, 64], [64, 192]], BF16[:2], [("gemm_in", 7)]),
+        op("aten::_transform_bias_rescale_qkv", 16, 8, [[2, 16, 192], [192], []], BF16[:2],
+           [("transform_kernel", 4)]),
+        *(heads if need_weights else sdpa),
+        op("aten::contiguous", 60, 8),
+        op("aten::clone", 61, 6, [[2, 16, 4, 16]], BF16[:1], [(COPY, 3)]),
+        op("aten::addmm", 70, 8, [[64], [32, 64], [64, 64]], BF16[:3], [("gemm_out", 5)]),
+        *(weights if need_weights else []),
+    )  # fmt: skip
+
+
+def test_the_multihead_attention_fast_path_is_one_call_with_all_its_kernels():
+    """Its nine kernels are the call's (none unattributed), the products and softmax its
+    attention, the projections their own kind; weights asked for are a finding, and without
+    them the SDPA inside is the fast path's, not a call of its own."""
+    result = diagnose(Trace(mha_fastpath(need_weights=True)))
+    (row,) = result["attention"]
+    assert (row["implementation"], row["calls"], row["kernels_per_call"]) == ("mha_fastpath", 1, 9)
+    assert row["attention_kernel_time_us_per_call"] == 6 + 5 + 6
+    work = {w["what"]: w["kernels_per_call"] for w in row["other_work"]}
+    assert work == {"projections": 3, "copies": 1, "other": 2}  # other: the weights averaged
+    assert result["unattributed"] == []
+    assert kinds(result) == {"mha_need_weights": 1}
+    assert found(result, "mha_need_weights")["chapter"] == "sdpa.md"
+    without = diagnose(Trace(mha_fastpath(need_weights=False)))
+    assert [(r["implementation"], r["kernels_per_call"]) for r in without["attention"]] == [
+        ("mha_fastpath", 5)
+    ]
+    assert kinds(without) == {}
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_in_inference_on_this_cpu_is_its_fast_path(tmp_path, need_weights):
+    mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(2, 16, 64)
+    with profile(record_shapes=True) as prof, torch.no_grad(), record_function("attn_fwd"):
+        mha(x, x, x, need_weights=need_weights)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    result = diagnose(read_trace(tmp_path / "trace.json"))
+    assert implementations(result) == ["mha_fastpath"]
+    assert kinds(result) == ({"mha_need_weights": 1} if need_weights else {})

@@ -73,7 +73,10 @@ def kind_of(trace: Trace, call: Call, device_row: int, named: bool) -> str:
     kind = next((k for op in chain if (k := other_kind(trace.name[op]))), None)
     if kind is not None:
         return kind
-    by_products = call.implementation in ("eager", patterns.sdpa("math"))
+    fastpath = call.implementation == "mha_fastpath"
+    if fastpath and any(re.search(patterns.MHA_PROJECTIONS, trace.name[op]) for op in chain):
+        return patterns.PROJECTIONS
+    by_products = fastpath or call.implementation in ("eager", patterns.sdpa("math"))
     if by_products and any(_core(trace.name[op]) for op in chain):
         return ATTENTION
     if not by_products and not named and trace.cat[device_row] == KERNEL:

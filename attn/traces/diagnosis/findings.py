@@ -18,11 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attn.traces.common.units import (
-    bytes_text,
-    count_text,
-    time_text,
-)
+from attn.traces.common.units import bytes_text, count_text, time_text
 from attn.traces.diagnosis import device_work, eager_scores
 from attn.traces.diagnosis import recorded_inputs as recorded
 from attn.traces.diagnosis.calls import (
@@ -101,6 +97,22 @@ def _copies(trace: Trace, row: int) -> bool:
     return any(trace.name[r] in patterns.COPY_OPS for r in under if r != row) or any(
         trace.cat[d] == MEMCPY for d in device
     )
+
+
+@finding(
+    "mha_need_weights",
+    "Call nn.MultiheadAttention with need_weights=False where its weights go unused: its fast "
+    "path then runs SDPA's fused kernel instead of writing the [seq_q, seq_k] weights.",
+    page="sdpa.md",
+    needs_cpu=False,  # the fast path is found by its CPU op: a call without one is not it
+)
+def _mha_weights(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
+    """Fast-path calls whose recorded need_weights is True (None where it was not recorded)."""
+    mine = [c for c in calls if c.implementation == "mha_fastpath"]
+    said = [recorded.concrete(trace.args[c.row], patterns.MHA_NEED_WEIGHTS) for c in mine]
+    if mine and None in said:
+        return None, NO_SHAPES
+    return said.count("True"), None
 
 
 @finding(
@@ -183,7 +195,7 @@ def _repeats(trace: Trace, c: Call, start: float) -> list[tuple[int, list[int]]]
     window = [r for r in window if trace.cat[r] == "cpu_op" and r != c.row]
     within = set(window)  # once: a range of a million tiny ops made this quadratic
     ops = [r for r in window if trace.parent[r] not in within]
-    size = _score_size(trace, c)
+    size = recorded.score_size(trace, c)
     found = []
     for a, b in itertools.pairwise([*ops, None]):
         dims = (eager_scores.tensor_dims(trace.args[a]) or [[]])[0]
@@ -205,7 +217,7 @@ def _batch(trace: Trace, c: Call) -> int | None:
 def _over_batch(trace: Trace, c: Call, dims: list[int]) -> bool:
     """K or V (or the source they are projected from: [.., seq_k, channels]) repeated up to the
     call's batch: its leading dimension smaller and dividing it, its sequence the keys'."""
-    batch, size = _batch(trace, c), _score_size(trace, c)
+    batch, size = _batch(trace, c), recorded.score_size(trace, c)
     if batch is None or size is None or len(dims) < 3:
         return False
     return 0 < dims[0] < batch and batch % dims[0] == 0 and dims[-2] == size[1]
@@ -304,7 +316,7 @@ def _head_dim_padding(trace: Trace, calls: list[Call]) -> tuple[int, str | None]
     own op (SDPA's mask padding is its own finding; a mask, as big as the scores, left out)."""
     found, widths = set(), set()
     for c in calls:
-        size, head = _score_size(trace, c), _head_dim(trace, c)
+        size, head = recorded.score_size(trace, c), recorded.head_dim(trace, c)
         inner = trace.name[c.row] != patterns.SDPA_FRONT and c.implementation != "eager"
         end = c.end if inner else c.start
         for r in inside(trace, c.row, c.region_start, end).tolist():
@@ -324,12 +336,6 @@ def _head_dim_padding(trace: Trace, calls: list[Call]) -> tuple[int, str | None]
         attention = sum(device_us(trace, c) for c in calls) / len(calls)
         detail += f"; the padding takes {time_text(pad)} per call, the call {time_text(attention)}"
     return len(found), detail
-
-
-def _head_dim(trace: Trace, c: Call) -> int | None:
-    """The head dim the call's op was given (q's last dimension), where recorded."""
-    dims = eager_scores.tensor_dims(trace.args[c.row])
-    return dims[0][-1] if dims and dims[0] else None
 
 
 @finding(
@@ -420,7 +426,7 @@ def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int]
     """(op, shape, dtype) of each outermost op before `end` in the call's scope (the scores' own
     ops, the projections and ops that take a tensor only for its dtype left out) that reads or
     makes a tensor whose last two dims are the scores' and launches work."""
-    size = _score_size(trace, c)
+    size = recorded.score_size(trace, c)
     if size is None or min(size) <= 1:
         return []
     own = {c.row, c.softmax, c.pv, *c.terms}
@@ -442,17 +448,6 @@ def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int]
                 if len(d) >= 2 and tuple(d[-2:]) == size
             ][:1]
     return found
-
-
-def _score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
-    """(seq_q, seq_k) of the call: its softmax's input (eager), else q's and k's sequences."""
-    if c.softmax is not None:
-        shape = eager_scores.softmax_input(trace, c.softmax)
-        return (shape[-2], shape[-1]) if shape else None
-    dims = eager_scores.tensor_dims(trace.args[c.row]) if c.row is not None else []
-    if len(dims) >= 2 and len(dims[0]) >= 3 and len(dims[1]) >= 3:
-        return dims[0][-2], dims[1][-2]
-    return None
 
 
 @finding(

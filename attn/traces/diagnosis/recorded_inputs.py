@@ -29,6 +29,13 @@ def factory_shape(args: dict) -> tuple[list[int], str | None] | None:
     return None
 
 
+def concrete(args: dict, index: int) -> str | None:
+    """An op's concrete input (a scalar argument, as the profiler spells it), where recorded."""
+    found = args.get("Concrete Inputs")
+    ok = isinstance(found, list) and index < len(found) and isinstance(found[index], str)
+    return found[index] if ok and found[index] else None
+
+
 def tensor_bytes(dims: list[int], dtype: str | None) -> int:
     """The bytes of a tensor of this shape and recorded dtype (0 where the dtype is unknown)."""
     return RECORDED_BYTES.get(dtype or "", 0) * math.prod(dims)
@@ -82,3 +89,20 @@ def first_input_dtype(trace: Trace, c: Call) -> str | None:
     types = trace.args[c.row].get("Input type") if c.row is not None else None
     first = types[0] if isinstance(types, list) and types else None
     return PROFILER_DTYPES.get(first) if isinstance(first, str) else None
+
+
+def head_dim(trace: Trace, c: Call) -> int | None:
+    """The head dim the call's op was given (q's last dimension), where recorded."""
+    dims = eager_scores.tensor_dims(trace.args[c.row])
+    return dims[0][-1] if dims and dims[0] else None
+
+
+def score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
+    """(seq_q, seq_k) of the call: its softmax's input (eager), else q's and k's sequences."""
+    if c.softmax is not None:
+        shape = eager_scores.softmax_input(trace, c.softmax)
+        return (shape[-2], shape[-1]) if shape else None
+    dims = eager_scores.tensor_dims(trace.args[c.row]) if c.row is not None else []
+    if len(dims) >= 2 and len(dims[0]) >= 3 and len(dims[1]) >= 3:
+        return dims[0][-2], dims[1][-2]
+    return None
