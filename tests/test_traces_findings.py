@@ -511,3 +511,35 @@ def test_multihead_attention_in_inference_on_this_cpu_is_its_fast_path(tmp_path,
     result = diagnose(read_trace(tmp_path / "trace.json"))
     assert implementations(result) == ["mha_fastpath"]
     assert kinds(result) == ({"mha_need_weights": 1} if need_weights else {})
+
+
+# --- advice that reads the trace: float32 under autocast -------------------------------------------
+
+
+def autocast_calls(cast_both: bool) -> dict:
+    """Two SDPA calls recorded with float32 inputs: the first cast to bfloat16 under its front op,
+    as autocast does (aten::to with dtype 15 just under it); the second too with `cast_both`, else
+    given float32 q, k and v past autocast."""
+    fp32 = ["float"] * 3
+    f32_kernel = "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"
+
+    def call(ts: float, cast: bool) -> list:
+        casts = [dict(o, args=o["args"] | {"Concrete Inputs": ["", "15", "False", "False", ""]})
+                 for o in (op("aten::to", ts + 42 + 4 * i, 3, [Q, [], [], [], []], fp32[:1],
+                              [(COPY, 2)]) for i in range(3))]  # fmt: skip
+        backend = op("aten::_scaled_dot_product_efficient_attention", ts + 60, 25, [Q] * 3,
+                     BF16[:3] if cast else fp32, [(CUTLASS if cast else f32_kernel, 40)])  # fmt: skip
+        return [op("nn.Module: Attention_0", ts, 100, cat="python_function"),
+                op("aten::scaled_dot_product_attention", ts + 40, 50, [Q] * 3, fp32),
+                *(casts if cast else []), backend]  # fmt: skip
+
+    return made(*call(0, True), *call(200, cast_both))
+
+
+def test_float32_recorded_under_autocast_is_no_finding_and_past_it_is_said_so():
+    assert "fp32_attention_on_gpu" not in kinds(diagnose(Trace(autocast_calls(cast_both=True))))
+    result = diagnose(Trace(autocast_calls(cast_both=False)))
+    assert kinds(result)["fp32_attention_on_gpu"] == 1
+    assert found(result, "fp32_attention_on_gpu")["detail"].startswith(
+        "autocast is on (it casts the inputs of 1 op(s)): the float32 reaches these calls past it"
+    )

@@ -503,7 +503,13 @@ def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
         t == "float32" and not recorded.first_input_dtype(trace, c)
         for t, c in zip(types, on_gpu, strict=True)
     )
-    return found, (f"read from kernel names for {by_name} call(s)" if by_name else None)
+    said = [f"read from kernel names for {by_name} call(s)"] if by_name else []
+    if found and (casts := recorded.autocast_casts(trace)):  # then "use autocast" is no advice
+        said.append(
+            f"autocast is on (it casts the inputs of {casts} op(s)): the float32 reaches these "
+            "calls past it, from a float32 mask or bias or inputs cast with .float()"
+        )
+    return found, "; ".join(said) or None
 
 
 def _dtype(trace: Trace, c: Call) -> str | None:

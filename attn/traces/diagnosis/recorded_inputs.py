@@ -85,7 +85,10 @@ def fused_refusals(args: dict) -> list[str]:
 
 
 def first_input_dtype(trace: Trace, c: Call) -> str | None:
-    """The dtype of the call's first input as the profiler recorded it, in torch's spelling."""
+    """The dtype the call's first input is computed in: as the profiler recorded it, unless
+    autocast casts it just under the call's op; in torch's spelling."""
+    if c.row is not None and (cast := autocast_dtype(trace, c.row)):
+        return cast
     types = trace.args[c.row].get("Input type") if c.row is not None else None
     first = types[0] if isinstance(types, list) and types else None
     return PROFILER_DTYPES.get(first) if isinstance(first, str) else None
@@ -106,3 +109,26 @@ def score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
     if len(dims) >= 2 and len(dims[0]) >= 3 and len(dims[1]) >= 3:
         return dims[0][-2], dims[1][-2]
     return None
+
+
+def autocast_dtype(trace: Trace, row: int) -> str | None:
+    """The lower precision an op's first input is cast to right under it, as autocast does (the
+    op records float32 inputs; an aten::to just under it casts them), in torch's spelling."""
+    for r in trace.thread_within(row, trace.ts[row], trace.end[row]).tolist():
+        if int(trace.parent[r]) != row or trace.name[r] not in patterns.CAST_OPS:
+            continue
+        dtype = PROFILER_DTYPES.get(patterns.SCALAR_TYPES.get(concrete(trace.args[r], 1), ""))
+        if dtype in ("float16", "bfloat16"):
+            return dtype
+    return None
+
+
+def autocast_casts(trace: Trace) -> int:
+    """The ops in the trace whose inputs autocast casts to a lower precision (a product, a
+    linear, SDPA): where there are any, autocast is on."""
+    casts = [i for i, n in enumerate(trace.name) if n in patterns.CAST_OPS]
+    held = {int(trace.parent[i]) for i in casts if trace.parent[i] >= 0}
+    return sum(
+        trace.name[r] in patterns.AUTOCAST_OPS and autocast_dtype(trace, r) is not None
+        for r in held
+    )

@@ -280,6 +280,8 @@ NEW_FROM_OPTIONS = r"^aten::new_"
 FACTORY_OPS = r"^aten::(zeros|ones|full|empty|rand\w*|new_(zeros|ones|full|empty))$"
 SCALAR_TYPES = {"3": "int", "4": "long int", "5": "c10::Half", "6": "float", "7": "double",
                 "11": "bool", "15": "c10::BFloat16"}  # fmt: skip
+CAST_OPS = ("aten::to", "aten::_to_copy")  # autocast casts an op's inputs with these, under it
+AUTOCAST_OPS = (*MATMUL_OPS, "aten::linear", "aten::addmm", SDPA_FRONT)  # cast to lower precision
 MAYBE_NO_OP = ("aten::to", "aten::type_as", CONTIGUOUS)  # return their input when nothing to do
 # A call's dtype where shapes were not recorded: the first dtype its attention kernel's name says.
 KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
