@@ -356,9 +356,10 @@ def test_k_v_repeated_over_the_batch_is_not_taken_for_a_repeat_over_heads():
     assert kinds(diagnose(Trace(repeated([1, 128, 768], before=True)))) == {}
 
 
-def synced(direction: str) -> dict:
+def synced(direction: str, *more: dict) -> dict:
     """An index built on the CPU and copied over (from pageable memory), and an .item()
-    (a copy to the host, then a synchronize), inside an attention module before SDPA."""
+    (a copy to the host, then a synchronize), inside an attention module before SDPA; then the
+    ops `more`."""
     module = sdpa_call(0)
     return made(
         module[0],
@@ -368,6 +369,7 @@ def synced(direction: str) -> dict:
            [("Memcpy DtoH (Device -> Pageable)", 1)], runtime_dur=5),
         op("cudaStreamSynchronize", 36, 3, cat="cuda_runtime"),
         *module[1:],
+        *more,
     )  # fmt: skip
 
 
@@ -543,3 +545,15 @@ def test_float32_recorded_under_autocast_is_no_finding_and_past_it_is_said_so():
     assert found(result, "fp32_attention_on_gpu")["detail"].startswith(
         "autocast is on (it casts the inputs of 1 op(s)): the float32 reaches these calls past it"
     )
+
+
+def test_a_synchronize_is_charged_to_the_calls_that_block_not_spread_over_all():
+    """One attention module blocks (an index copied from pageable memory, an .item()); another
+    kind of call, in its own module after it, does not: the time per call is the first's."""
+    other = [dict(o, ts=o["ts"] + 200) for o in sdpa_call(0)]
+    other[0] = dict(other[0], name="nn.Module: CrossAttention_0")
+    result = diagnose(Trace(synced("HtoD (Pageable -> Device)", *other)))
+    assert kinds(result) == {"sync_in_forward": 3}
+    detail = found(result, "sync_in_forward")["detail"]
+    assert detail.startswith("in 1 of 2 calls (sdpa_efficient in nn.Module: Attention): ")
+    assert detail.endswith("3 per call, 38.0 µs of CPU time blocked in all, 38.0 µs per call")

@@ -156,3 +156,17 @@ def unattributed(trace: Trace, calls: list[Call], least: float = UNATTRIBUTED_SH
 def under(trace: Trace, row: int) -> float:
     """The device time of the work launched inside an op."""
     return float(trace.dur[launched(trace, row, trace.ts[row], trace.end[row])].sum())
+
+
+def blocks_cpu(trace: Trace, runtime: int) -> bool:
+    """A runtime call the CPU waits in: a synchronize, a synchronous copy, an asynchronous one to
+    the host or from pageable memory."""
+    name = trace.name[runtime]
+    if re.search(patterns.SYNCHRONIZE, name):
+        return True
+    if not re.search(patterns.HOST_COPY, name):
+        return False
+    copies = trace.launched_by(np.array([runtime], dtype=np.int64)).tolist()
+    return "Async" not in name or any(
+        re.search(patterns.BLOCKING_MEMCPY, trace.name[d]) for d in copies
+    )

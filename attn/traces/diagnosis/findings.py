@@ -536,31 +536,23 @@ def _sync(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
     or from pageable memory, or to the host; with the CPU time they took."""
     if trace.has_device_activity and not trace.is_runtime.any():
         return None, "no CUDA runtime calls were recorded"
-    found = set()
+    found, holders = set(), {}
     for c in calls:
         lo, hi = (c.start, c.end) if c.scope is None else (trace.ts[c.scope], trace.end[c.scope])
         rows = inside(trace, c.row, lo, hi)
-        found |= {r for r in rows[trace.is_runtime[rows]].tolist() if _blocks(trace, r)}
+        mine = {r for r in rows[trace.is_runtime[rows]].tolist() if device_work.blocks_cpu(trace, r)}
+        found |= mine
+        holders |= {id(c): c} if mine else {}
     if not found:
         return 0, None
-    blocked = float(trace.dur[sorted(found)].sum())
+    blocked, n = float(trace.dur[sorted(found)].sum()), len(holders)
+    where = ""  # the cost is the calls' that block, not spread over those that do not
+    if n < len(calls):
+        kinds = dict.fromkeys(f"{c.implementation} in {c.where}" for c in holders.values())
+        where = f"in {n} of {len(calls)} calls ({', '.join(kinds)}): "
     return len(found), (
-        f"{count_text(len(found) / len(calls))} per call, {time_text(blocked)} of CPU time "
-        f"blocked in all, {time_text(blocked / len(calls))} per call"
-    )
-
-
-def _blocks(trace: Trace, runtime: int) -> bool:
-    """A runtime call the CPU waits in: a synchronize, a synchronous copy, an asynchronous one to
-    the host or from pageable memory."""
-    name = trace.name[runtime]
-    if re.search(patterns.SYNCHRONIZE, name):
-        return True
-    if not re.search(patterns.HOST_COPY, name):
-        return False
-    copies = trace.launched_by(np.array([runtime], dtype=np.int64)).tolist()
-    return "Async" not in name or any(
-        re.search(patterns.BLOCKING_MEMCPY, trace.name[d]) for d in copies
+        f"{where}{count_text(len(found) / n)} per call, {time_text(blocked)} of CPU time "
+        f"blocked in all, {time_text(blocked / n)} per call"
     )
 
 
