@@ -557,3 +557,20 @@ def test_a_synchronize_is_charged_to_the_calls_that_block_not_spread_over_all():
     detail = found(result, "sync_in_forward")["detail"]
     assert detail.startswith("in 1 of 2 calls (sdpa_efficient in nn.Module: Attention): ")
     assert detail.endswith("3 per call, 38.0 µs of CPU time blocked in all, 38.0 µs per call")
+
+
+@pytest.mark.parametrize(("backward_us", "slow"), [(45, False), (285, True)])
+def test_a_backward_far_beyond_its_forward_s_flops_is_found(backward_us, slow):
+    """with_backward's pair: the forward's kernel 30 µs, the backward's two 15 µs and this; 2.0
+    times the forward is within its FLOPs (2.5 times), 10.0 times is not."""
+    trace = with_backward(FP32)
+    for e in trace["traceEvents"]:
+        if e["name"] == "softmax_backward_kernel":
+            e["dur"] = backward_us
+    result = diagnose(Trace(trace))
+    assert ("backward_beyond_its_flops" in kinds(result)) == slow
+    if slow:
+        assert found(result, "backward_beyond_its_flops")["detail"] == (
+            "the backward takes 10.0 times its forward's device time (median of 1), their FLOPs "
+            "2.5 times"
+        )

@@ -16,8 +16,6 @@ import itertools
 import re
 from collections.abc import Callable
 
-import numpy as np
-
 from attn.traces.common.units import bytes_text, count_text, time_text
 from attn.traces.diagnosis import device_work, eager_scores
 from attn.traces.diagnosis import recorded_inputs as recorded
@@ -185,7 +183,7 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
                 and _broadcast_heads(input_dims(trace.args[r]))
                 and _copies(trace, r)
             }
-    return len(found), _copy_detail(trace, found, calls)
+    return len(found), device_work.copies_detail(trace, found, calls)
 
 
 def _repeats(trace: Trace, c: Call, start: float) -> list[tuple[int, list[int]]]:
@@ -232,26 +230,6 @@ def _broadcast_heads(dims: list) -> bool:
     return a != b and 1 in (a, b)
 
 
-def _copy_detail(trace: Trace, found: set[int], calls: list[Call]) -> str | None:
-    """What the copies cost on the device beside the attention they feed, per call."""
-    if not found or not trace.has_device_activity:
-        return None
-    runtime: set[int] = set()
-    for r in found:
-        inner = inside(trace, r, trace.ts[r], trace.end[r])
-        copies = [x for x in inner.tolist() if trace.name[x] == patterns.COPY] or [r]
-        for x in copies:
-            rows = inside(trace, x, trace.ts[x], trace.end[x])
-            runtime |= set(rows[trace.is_runtime[rows]].tolist())
-    device = trace.launched_by(np.array(sorted(runtime), dtype=np.int64))
-    copies_us = float(trace.dur[device].sum()) / len(calls)
-    attention_us = sum(device_us(trace, c) for c in calls) / len(calls)
-    return (
-        f"the copies take {time_text(copies_us)} per call on the device, the attention "
-        f"{time_text(attention_us)}"
-    )
-
-
 @finding(
     "qkv_copies",
     "Pass q, k and v to F.scaled_dot_product_attention as the views they are (a transpose of "
@@ -275,7 +253,7 @@ def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
             )  # a clone under a reshape is repeat_kv's (an expand made contiguous)
             and _copies(trace, r)
         }
-    return len(found), _copy_detail(trace, found, calls)
+    return len(found), device_work.copies_detail(trace, found, calls)
 
 
 @finding(
@@ -301,7 +279,7 @@ def _kv_over_batch(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
         return 0, None
     said = sorted({f"{dims} up to a batch of {batch}" for dims, batch in found.values()})
     detail = f"repeated: {', '.join(said[:3])}"
-    copies = _copy_detail(trace, set(found), calls)
+    copies = device_work.copies_detail(trace, set(found), calls)
     return len(found), detail + (f"; {copies}" if copies else "")
 
 
@@ -484,6 +462,33 @@ def _math_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     return len(on_gpu), "; ".join(reasons) or None
 
 
+# Attention's backward over its forward in FLOPs: five [seq_q, seq_k] products (the scores
+# recomputed, dV, dP, dQ, dK) against the forward's two, as FlashAttention-2's paper counts them.
+FLOP_RATIO = 2.5
+SLOW = 2  # a backward this many times that ratio over its forward is slow beyond its FLOPs
+
+
+@finding(
+    "backward_beyond_its_flops",
+    "Look at what the attention's backward runs (its kernel, dtype and what it recomputes): it "
+    f"takes far longer over its forward than their FLOPs say ({FLOP_RATIO} times).",
+    page="training.md",
+    reads=BACKWARD,
+    needs_cpu=False,
+)
+def _slow_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
+    """Backwards linked to their forward whose device time over the forward's is more than SLOW
+    times FLOP_RATIO."""
+    pairs = [(device_us(trace, c), device_us(trace, c.forward)) for c in calls if c.forward]
+    ratios = sorted(b / f for b, f in pairs if f > 0 and b / f > SLOW * FLOP_RATIO)
+    if not trace.has_device_activity or not ratios:
+        return 0, None
+    return len(ratios), (
+        f"the backward takes {ratios[len(ratios) // 2]:.1f} times its forward's device time "
+        f"(median of {len(ratios)}), their FLOPs {FLOP_RATIO} times"
+    )
+
+
 @finding(
     "fp32_attention_on_gpu",
     "Run attention in bfloat16 or float16 (torch.autocast): in float32 the flash and cuDNN "
@@ -540,7 +545,9 @@ def _sync(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
     for c in calls:
         lo, hi = (c.start, c.end) if c.scope is None else (trace.ts[c.scope], trace.end[c.scope])
         rows = inside(trace, c.row, lo, hi)
-        mine = {r for r in rows[trace.is_runtime[rows]].tolist() if device_work.blocks_cpu(trace, r)}
+        mine = {
+            r for r in rows[trace.is_runtime[rows]].tolist() if device_work.blocks_cpu(trace, r)
+        }
         found |= mine
         holders |= {id(c): c} if mine else {}
     if not found:
