@@ -574,3 +574,21 @@ def test_a_backward_far_beyond_its_forward_s_flops_is_found(backward_us, slow):
             "the backward takes 10.0 times its forward's device time (median of 1), their FLOPs "
             "2.5 times"
         )
+
+
+def test_relative_position_terms_added_on_a_five_dimensional_view_of_the_scores_are_found():
+    """The scores [1, 8, 128, 128] viewed as [1, 8, 8, 16, 128] (an 8 by 16 image's queries),
+    a term added over its rows and one over its columns, out of place: both write new scores."""
+    scores, view = [1, 8, 128, 128], [1, 8, 8, 16, 128]
+    result = diagnose(Trace(made(
+        op("nn.Module: Attention_0", 0, 200, cat="python_function"),
+        op("aten::matmul", 10, 10, [Q, [1, 8, 64, 128]], BF16[:2], [("gemm_qk", 50)]),
+        op("aten::add", 30, 10, [view, [1, 8, 8, 16, 1], []], BF16[:2], [("add_kernel", 9)]),
+        op("aten::add", 45, 10, [view, [1, 8, 8, 1, 128], []], BF16[:2], [("add_kernel", 9)]),
+        op("aten::softmax", 70, 10, [scores, [], []], BF16[:1], [("softmax_kernel", 20)]),
+        op("aten::matmul", 90, 10, [scores, Q], BF16[:2], [("gemm_pv", 40)]),
+    )))  # fmt: skip
+    assert kinds(result) == {"eager_attention": 1, "out_of_place_score_ops": 2}
+    assert found(result, "out_of_place_score_ops")["detail"].startswith(
+        "2 in 1 call(s) (aten::add)"
+    )
