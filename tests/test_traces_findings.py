@@ -592,3 +592,26 @@ def test_relative_position_terms_added_on_a_five_dimensional_view_of_the_scores_
     assert found(result, "out_of_place_score_ops")["detail"].startswith(
         "2 in 1 call(s) (aten::add)"
     )
+
+
+def test_q_k_v_padded_before_each_of_several_calls_in_one_range_are_each_call_s():
+    """Two calls of a custom op in one range (no module of their own), each after q, k and v
+    padded from 80 to 128, and a pad of a tensor no call takes: the six pads are the calls'
+    preparation, the other pad nobody's."""
+
+    def pads(ts: float) -> list:
+        return [op("aten::pad", ts + 10 * i, 8, [[1, 8, 128, 80], []], BF16[:1],
+                   [(FILL, 3), (COPY, 4)]) for i in range(3)]  # fmt: skip
+
+    wide = [[1, 8, 128, 128]] * 3
+    result = diagnose(Trace(made(
+        op("nn.Module: Decoder_0", 0, 400, cat="python_function"),
+        op("aten::pad", 2, 2, [[1, 4, 77, 30], []], BF16[:1], [(FILL, 3)]),
+        *pads(5),
+        op("mylib::flash_attention", 50, 40, wide, BF16[:3], [("_fwd_kernel", 30)]),
+        *pads(105),
+        op("mylib::flash_attention", 150, 40, wide, BF16[:3], [("_fwd_kernel", 30)]),
+    )))  # fmt: skip
+    assert [r["calls"] for r in result["attention"]] == [2]
+    assert kinds(result) == {"head_dim_padding": 6}
+    assert found(result, "head_dim_padding")["detail"].startswith("head dim 80 to 128; ")

@@ -56,6 +56,12 @@ class Call:
     qk_by: str | None = None
     terms: list[int] = dataclasses.field(default_factory=list)
 
+    @property
+    def prep_start(self) -> float:
+        """Where its preparation is sought: its own range, or where several calls share one, back
+        to the call before it on its thread (what is found there must be tied to its inputs)."""
+        return self.since if self.scope is None else self.region_start
+
 
 def _is_module(name: str) -> bool:
     return name.startswith(patterns.MODULE)

@@ -297,12 +297,14 @@ def _head_dim_padding(trace: Trace, calls: list[Call]) -> tuple[int, str | None]
         size, head = recorded.score_size(trace, c), recorded.head_dim(trace, c)
         inner = trace.name[c.row] != patterns.SDPA_FRONT and c.implementation != "eager"
         end = c.end if inner else c.start
-        for r in inside(trace, c.row, c.region_start, end).tolist():
+        for r in inside(trace, c.row, c.prep_start, end).tolist():
             dims = (eager_scores.tensor_dims(trace.args[r]) or [[]])[0]
             if not re.search(patterns.PAD_OPS, trace.name[r]) or len(dims) < 3:
                 continue
             if size is not None and dims[-2:] == list(size):
                 continue
+            if trace.ts[r] < c.region_start and not recorded.padded_into(trace, c, dims):
+                continue  # before the call's own range: only what its inputs are made from
             found.add(r)
             widths.add((dims[-1], head) if head and head > dims[-1] else (dims[-1], None))
     if not found:

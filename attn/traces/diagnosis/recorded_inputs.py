@@ -132,3 +132,10 @@ def autocast_casts(trace: Trace) -> int:
         trace.name[r] in patterns.AUTOCAST_OPS and autocast_dtype(trace, r) is not None
         for r in held
     )
+
+
+def padded_into(trace: Trace, c: Call, dims: list[int]) -> bool:
+    """A tensor of these dims becomes one of the call's inputs once padded: the same leading dims
+    as q, k or v, a smaller last one."""
+    given = eager_scores.tensor_dims(trace.args[c.row])[:3]
+    return any(len(g) == len(dims) and g[:-1] == dims[:-1] and dims[-1] < g[-1] for g in given)
