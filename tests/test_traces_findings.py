@@ -615,3 +615,27 @@ def test_q_k_v_padded_before_each_of_several_calls_in_one_range_are_each_call_s(
     assert [r["calls"] for r in result["attention"]] == [2]
     assert kinds(result) == {"head_dim_padding": 6}
     assert found(result, "head_dim_padding")["detail"].startswith("head dim 80 to 128; ")
+
+
+def test_a_bias_built_before_each_of_several_calls_in_one_range_is_found():
+    """Two SDPA calls in one range (a block with no attention module), each after a
+    [1, 8, 128, 128] float32 bias is built (an add of two score-sized tensors): a bias rebuilt
+    in every call. An add of the block's hidden states is no call's."""
+    bias = [1, 8, 128, 128]
+    dims = [Q, Q, Q, bias]
+
+    def call(ts: float) -> list:
+        return [op("aten::add", ts, 10, [bias, bias, []], ["float"] * 2, [("add_kernel", 20)]),
+                op("aten::add", ts + 15, 5, [[1, 128, 512], [1, 128, 512], []], BF16[:2],
+                   [("add_kernel", 2)]),
+                op("aten::scaled_dot_product_attention", ts + 40, 50, dims, BF16),
+                op("aten::_scaled_dot_product_efficient_attention", ts + 60, 25, dims, BF16,
+                   [(CUTLASS, 40)])]  # fmt: skip
+
+    result = diagnose(Trace(made(
+        op("nn.Module: Block_0", 0, 300, cat="python_function"), *call(5), *call(150)
+    )))  # fmt: skip
+    assert kinds(result) == {"mask_per_call": 2}
+    assert found(result, "mask_per_call")["detail"] == (
+        "a [1, 8, 128, 128] float tensor (512 KiB) in 2 call(s), 20.0 µs of device work per call"
+    )

@@ -403,15 +403,15 @@ def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 
 
 def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int], str | None]]:
-    """(op, shape, dtype) of each outermost op before `end` in the call's scope (the scores' own
-    ops, the projections and ops that take a tensor only for its dtype left out) that reads or
-    makes a tensor whose last two dims are the scores' and launches work."""
+    """(op, shape, dtype) of each outermost op from the call's prep_start to `end` (the scores'
+    own ops, the projections and ops that take a tensor only for its dtype left out) that reads
+    or makes a tensor whose last two dims are the scores' and launches work."""
     size = recorded.score_size(trace, c)
     if size is None or min(size) <= 1:
         return []
     own = {c.row, c.softmax, c.pv, *c.terms}
     found = []
-    for r in outermost(trace, c.row, c.region_start, end):
+    for r in outermost(trace, c.row, c.prep_start, end):  # shapes tie them to the call
         name = trace.name[r]
         if r in own or name in patterns.NOT_MASK_WORK:
             continue
