@@ -356,9 +356,10 @@ def test_k_v_repeated_over_the_batch_is_not_taken_for_a_repeat_over_heads():
     assert kinds(diagnose(Trace(repeated([1, 128, 768], before=True)))) == {}
 
 
-def synced(direction: str) -> dict:
+def synced(direction: str, *more: dict) -> dict:
     """An index built on the CPU and copied over (from pageable memory), and an .item()
-    (a copy to the host, then a synchronize), inside an attention module before SDPA."""
+    (a copy to the host, then a synchronize), inside an attention module before SDPA; then the
+    ops `more`."""
     module = sdpa_call(0)
     return made(
         module[0],
@@ -368,6 +369,7 @@ def synced(direction: str) -> dict:
            [("Memcpy DtoH (Device -> Pageable)", 1)], runtime_dur=5),
         op("cudaStreamSynchronize", 36, 3, cat="cuda_runtime"),
         *module[1:],
+        *more,
     )  # fmt: skip
 
 
@@ -410,3 +412,230 @@ def test_an_op_without_recorded_types_takes_its_kernel_s_dtype():
         "advice": found(result, "fp32_attention_on_gpu")["advice"],
         "detail": "read from kernel names for 1 call(s)",
     }  # fmt: skip
+
+
+# --- no finding from work that is no call's: an MLP, a router, the data before the model --------
+
+
+def outside_attention(inside: bool = False) -> dict:
+    """A step: a repeat of the text before the model, an MLP's .contiguous(), a MoE router's
+    out-of-place masked_fill, then an op whose name says nothing, found as attention by the
+    kernel it launches (so its look-back was once the trace's start). With `inside`, the same
+    .contiguous() runs in the call's own attention module, where it is the call's."""
+    q, k = [8, 8, 128, 64], [8, 8, 77, 64]
+    copy = [(COPY, 9)]
+    contiguous = [op("aten::contiguous", 0, 10), op("aten::clone", 1, 8, [k], BF16[:1], copy)]
+    return made(
+        op("aten::repeat_interleave", 100, 10, [[1, 77, 768], [], []], BF16[:1], copy),
+        op("ProfilerStep#1", 200, 500, cat="user_annotation"),
+        op("nn.Module: Model_0", 210, 480, cat="python_function"),
+        op("nn.Module: MLP_0", 220, 30, cat="python_function"),
+        *[dict(o, ts=o["ts"] + 225) for o in contiguous],
+        op("nn.Module: Router_0", 260, 30, cat="python_function"),
+        op("aten::masked_fill", 265, 20, [[64, 8], [64, 8], []], BF16[:1]),
+        op("aten::clone", 266, 10, [[64, 8]], BF16[:1], copy),
+        op("nn.Module: Attention_0", 300, 100, cat="python_function"),
+        *([dict(o, ts=o["ts"] + 305) for o in contiguous] if inside else []),
+        op("mylib::block", 340, 50, [q, k, k], BF16[:3], [(CUTLASS, 30)]),
+    )  # fmt: skip
+
+
+def test_work_outside_a_call_found_by_its_kernel_is_no_finding_of_it():
+    """Calls found through the op that launched a known kernel look back only over their own
+    module (never from the trace's start): the MLP's copy, the router's masked_fill and the
+    repeat before the step are counted nowhere; the same copy in the call's module is."""
+    result = diagnose(Trace(outside_attention()))
+    assert [r["calls"] for r in result["attention"]] == [1]
+    assert kinds(result) == {}
+    assert kinds(diagnose(Trace(outside_attention(inside=True)))) == {"qkv_copies": 1}
+
+
+# --- nn.MultiheadAttention's fast path: one op, all its kernels, and need_weights -----------------
+
+
+def mha_fastpath(need_weights: bool) -> dict:
+    """nn.MultiheadAttention in inference on a GPU (aten::_native_multi_head_attention): the
+    in-projection, q, k and v given their bias and scale, then the scores, softmax and P.V (or,
+    without weights, SDPA), the heads made contiguous, the out-projection, and the weights
+    averaged over the heads."""
+    x, scores = [2, 16, 64], [2, 4, 16, 16]
+    concrete = ["", "", "", "64", "4", "", "", "", "", "", str(need_weights), "True", ""]
+    heads = [op("aten::bmm", 30, 8, [[8, 16, 16]] * 2, BF16[:2], [("gemm_qk", 6)]),
+             op("aten::_softmax", 40, 8, [scores, [], []], BF16[:1], [("softmax_kernel", 5)]),
+             op("aten::bmm", 50, 8, [[8, 16, 16]] * 2, BF16[:2], [("gemm_pv", 6)])]  # fmt: skip
+    sdpa = [op("aten::scaled_dot_product_attention", 30, 28, [[2, 4, 16, 16]] * 3, BF16[:3]),
+            op("aten::_scaled_dot_product_efficient_attention", 32, 24, [[2, 4, 16, 16]] * 3,
+               BF16[:3], [(CUTLASS, 9)])]  # fmt: skip
+    weights = [op("aten::sum", 80, 5, [scores, [], [], []], BF16[:1], [("reduce_kernel", 3)]),
+               op("aten::div_", 86, 5, [[2, 16, 16], []], BF16[:1], [("div_kernel", 2)])]  # fmt: skip
+    mha = op("aten::_native_multi_head_attention", 5, 90, [x, x, x], BF16[:3])
+    return made(
+        op("nn.Module: MultiheadAttention_0", 0, 100, cat="python_function"),
+        dict(mha, args=mha["args"] | {"Concrete Inputs": concrete}),
+        op("aten::mm", 6, 8, [[32, 64], [64, 192]], BF16[:2], [("gemm_in", 7)]),
+        op("aten::_transform_bias_rescale_qkv", 16, 8, [[2, 16, 192], [192], []], BF16[:2],
+           [("transform_kernel", 4)]),
+        *(heads if need_weights else sdpa),
+        op("aten::contiguous", 60, 8),
+        op("aten::clone", 61, 6, [[2, 16, 4, 16]], BF16[:1], [(COPY, 3)]),
+        op("aten::addmm", 70, 8, [[64], [32, 64], [64, 64]], BF16[:3], [("gemm_out", 5)]),
+        *(weights if need_weights else []),
+    )  # fmt: skip
+
+
+def test_the_multihead_attention_fast_path_is_one_call_with_all_its_kernels():
+    """Its nine kernels are the call's (none unattributed), the products and softmax its
+    attention, the projections their own kind; weights asked for are a finding, and without
+    them the SDPA inside is the fast path's, not a call of its own."""
+    result = diagnose(Trace(mha_fastpath(need_weights=True)))
+    (row,) = result["attention"]
+    assert (row["implementation"], row["calls"], row["kernels_per_call"]) == ("mha_fastpath", 1, 9)
+    assert row["attention_kernel_time_us_per_call"] == 6 + 5 + 6
+    work = {w["what"]: w["kernels_per_call"] for w in row["other_work"]}
+    assert work == {"projections": 3, "copies": 1, "other": 2}  # other: the weights averaged
+    assert result["unattributed"] == []
+    assert kinds(result) == {"mha_need_weights": 1}
+    assert found(result, "mha_need_weights")["chapter"] == "sdpa.md"
+    without = diagnose(Trace(mha_fastpath(need_weights=False)))
+    assert [(r["implementation"], r["kernels_per_call"]) for r in without["attention"]] == [
+        ("mha_fastpath", 5)
+    ]
+    assert kinds(without) == {}
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_attention_in_inference_on_this_cpu_is_its_fast_path(tmp_path, need_weights):
+    mha = torch.nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(2, 16, 64)
+    with profile(record_shapes=True) as prof, torch.no_grad(), record_function("attn_fwd"):
+        mha(x, x, x, need_weights=need_weights)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    result = diagnose(read_trace(tmp_path / "trace.json"))
+    assert implementations(result) == ["mha_fastpath"]
+    assert kinds(result) == ({"mha_need_weights": 1} if need_weights else {})
+
+
+# --- advice that reads the trace: float32 under autocast -------------------------------------------
+
+
+def autocast_calls(cast_both: bool) -> dict:
+    """Two SDPA calls recorded with float32 inputs: the first cast to bfloat16 under its front op,
+    as autocast does (aten::to with dtype 15 just under it); the second too with `cast_both`, else
+    given float32 q, k and v past autocast."""
+    fp32 = ["float"] * 3
+    f32_kernel = "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"
+
+    def call(ts: float, cast: bool) -> list:
+        casts = [dict(o, args=o["args"] | {"Concrete Inputs": ["", "15", "False", "False", ""]})
+                 for o in (op("aten::to", ts + 42 + 4 * i, 3, [Q, [], [], [], []], fp32[:1],
+                              [(COPY, 2)]) for i in range(3))]  # fmt: skip
+        backend = op("aten::_scaled_dot_product_efficient_attention", ts + 60, 25, [Q] * 3,
+                     BF16[:3] if cast else fp32, [(CUTLASS if cast else f32_kernel, 40)])  # fmt: skip
+        return [op("nn.Module: Attention_0", ts, 100, cat="python_function"),
+                op("aten::scaled_dot_product_attention", ts + 40, 50, [Q] * 3, fp32),
+                *(casts if cast else []), backend]  # fmt: skip
+
+    return made(*call(0, True), *call(200, cast_both))
+
+
+def test_float32_recorded_under_autocast_is_no_finding_and_past_it_is_said_so():
+    assert "fp32_attention_on_gpu" not in kinds(diagnose(Trace(autocast_calls(cast_both=True))))
+    result = diagnose(Trace(autocast_calls(cast_both=False)))
+    assert kinds(result)["fp32_attention_on_gpu"] == 1
+    assert found(result, "fp32_attention_on_gpu")["detail"].startswith(
+        "autocast is on (it casts the inputs of 1 op(s)): the float32 reaches these calls past it"
+    )
+
+
+def test_a_synchronize_is_charged_to_the_calls_that_block_not_spread_over_all():
+    """One attention module blocks (an index copied from pageable memory, an .item()); another
+    kind of call, in its own module after it, does not: the time per call is the first's."""
+    other = [dict(o, ts=o["ts"] + 200) for o in sdpa_call(0)]
+    other[0] = dict(other[0], name="nn.Module: CrossAttention_0")
+    result = diagnose(Trace(synced("HtoD (Pageable -> Device)", *other)))
+    assert kinds(result) == {"sync_in_forward": 3}
+    detail = found(result, "sync_in_forward")["detail"]
+    assert detail.startswith("in 1 of 2 calls (sdpa_efficient in nn.Module: Attention): ")
+    assert detail.endswith("3 per call, 38.0 µs of CPU time blocked in all, 38.0 µs per call")
+
+
+@pytest.mark.parametrize(("backward_us", "slow"), [(45, False), (285, True)])
+def test_a_backward_far_beyond_its_forward_s_flops_is_found(backward_us, slow):
+    """with_backward's pair: the forward's kernel 30 µs, the backward's two 15 µs and this; 2.0
+    times the forward is within its FLOPs (2.5 times), 10.0 times is not."""
+    trace = with_backward(FP32)
+    for e in trace["traceEvents"]:
+        if e["name"] == "softmax_backward_kernel":
+            e["dur"] = backward_us
+    result = diagnose(Trace(trace))
+    assert ("backward_beyond_its_flops" in kinds(result)) == slow
+    if slow:
+        assert found(result, "backward_beyond_its_flops")["detail"] == (
+            "the backward takes 10.0 times its forward's device time (median of 1), their FLOPs "
+            "2.5 times"
+        )
+
+
+def test_relative_position_terms_added_on_a_five_dimensional_view_of_the_scores_are_found():
+    """The scores [1, 8, 128, 128] viewed as [1, 8, 8, 16, 128] (an 8 by 16 image's queries),
+    a term added over its rows and one over its columns, out of place: both write new scores."""
+    scores, view = [1, 8, 128, 128], [1, 8, 8, 16, 128]
+    result = diagnose(Trace(made(
+        op("nn.Module: Attention_0", 0, 200, cat="python_function"),
+        op("aten::matmul", 10, 10, [Q, [1, 8, 64, 128]], BF16[:2], [("gemm_qk", 50)]),
+        op("aten::add", 30, 10, [view, [1, 8, 8, 16, 1], []], BF16[:2], [("add_kernel", 9)]),
+        op("aten::add", 45, 10, [view, [1, 8, 8, 1, 128], []], BF16[:2], [("add_kernel", 9)]),
+        op("aten::softmax", 70, 10, [scores, [], []], BF16[:1], [("softmax_kernel", 20)]),
+        op("aten::matmul", 90, 10, [scores, Q], BF16[:2], [("gemm_pv", 40)]),
+    )))  # fmt: skip
+    assert kinds(result) == {"eager_attention": 1, "out_of_place_score_ops": 2}
+    assert found(result, "out_of_place_score_ops")["detail"].startswith(
+        "2 in 1 call(s) (aten::add)"
+    )
+
+
+def test_q_k_v_padded_before_each_of_several_calls_in_one_range_are_each_call_s():
+    """Two calls of a custom op in one range (no module of their own), each after q, k and v
+    padded from 80 to 128, and a pad of a tensor no call takes: the six pads are the calls'
+    preparation, the other pad nobody's."""
+
+    def pads(ts: float) -> list:
+        return [op("aten::pad", ts + 10 * i, 8, [[1, 8, 128, 80], []], BF16[:1],
+                   [(FILL, 3), (COPY, 4)]) for i in range(3)]  # fmt: skip
+
+    wide = [[1, 8, 128, 128]] * 3
+    result = diagnose(Trace(made(
+        op("nn.Module: Decoder_0", 0, 400, cat="python_function"),
+        op("aten::pad", 2, 2, [[1, 4, 77, 30], []], BF16[:1], [(FILL, 3)]),
+        *pads(5),
+        op("mylib::flash_attention", 50, 40, wide, BF16[:3], [("_fwd_kernel", 30)]),
+        *pads(105),
+        op("mylib::flash_attention", 150, 40, wide, BF16[:3], [("_fwd_kernel", 30)]),
+    )))  # fmt: skip
+    assert [r["calls"] for r in result["attention"]] == [2]
+    assert kinds(result) == {"head_dim_padding": 6}
+    assert found(result, "head_dim_padding")["detail"].startswith("head dim 80 to 128; ")
+
+
+def test_a_bias_built_before_each_of_several_calls_in_one_range_is_found():
+    """Two SDPA calls in one range (a block with no attention module), each after a
+    [1, 8, 128, 128] float32 bias is built (an add of two score-sized tensors): a bias rebuilt
+    in every call. An add of the block's hidden states is no call's."""
+    bias = [1, 8, 128, 128]
+    dims = [Q, Q, Q, bias]
+
+    def call(ts: float) -> list:
+        return [op("aten::add", ts, 10, [bias, bias, []], ["float"] * 2, [("add_kernel", 20)]),
+                op("aten::add", ts + 15, 5, [[1, 128, 512], [1, 128, 512], []], BF16[:2],
+                   [("add_kernel", 2)]),
+                op("aten::scaled_dot_product_attention", ts + 40, 50, dims, BF16),
+                op("aten::_scaled_dot_product_efficient_attention", ts + 60, 25, dims, BF16,
+                   [(CUTLASS, 40)])]  # fmt: skip
+
+    result = diagnose(Trace(made(
+        op("nn.Module: Block_0", 0, 300, cat="python_function"), *call(5), *call(150)
+    )))  # fmt: skip
+    assert kinds(result) == {"mask_per_call": 2}
+    assert found(result, "mask_per_call")["detail"] == (
+        "a [1, 8, 128, 128] float tensor (512 KiB) in 2 call(s), 20.0 µs of device work per call"
+    )

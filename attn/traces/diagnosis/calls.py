@@ -43,6 +43,7 @@ class Call:
     end: float = 0.0
     scope: int | None = None  # the module or range around it, if that holds no other call
     region_start: float = 0.0  # where findings that come before it (a repeat, a mask) look from
+    since: float = 0.0  # the furthest back any of them may look: the call before on its thread
     pass_: str = FORWARD
     forward: Call | None = None  # a backward's forward, where the trace links them
     cpu_us: float = 0.0  # host time of its ops (a backward's nodes may be apart)
@@ -54,6 +55,12 @@ class Call:
     pv: int | None = None
     qk_by: str | None = None
     terms: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def prep_start(self) -> float:
+        """Where its preparation is sought: its own range, or where several calls share one, back
+        to the call before it on its thread (what is found there must be tied to its inputs)."""
+        return self.since if self.scope is None else self.region_start
 
 
 def _is_module(name: str) -> bool:
@@ -354,16 +361,36 @@ def find_calls(trace: Trace) -> list[Call]:
     calls = _op_calls(trace)
     calls += _eager_calls(trace, calls)
     calls.sort(key=lambda c: c.start)
-    shared = collections.Counter(c.scope for c in calls)
-    for c in calls:  # a range around many calls (a whole step) is no one call's range
-        c.scope = c.scope if shared[c.scope] == 1 else None
-        c.region_start = c.start if c.scope is None else float(trace.ts[c.scope])
     backward = _backward_calls(trace, calls)
     spans = sorted((trace.ts[r], trace.end[r]) for b in backward for r in b.nodes)
     calls = [c for c in calls if c.pass_ == FORWARD or not _within(spans, c.start, c.end)]
     calls += backward
     claimed = {d for c in calls for d in c.device_rows}
-    return calls + _kernel_calls(trace, claimed)
+    calls += _kernel_calls(trace, claimed)
+    _set_regions(trace, calls)
+    return calls
+
+
+def _set_regions(trace: Trace, calls: list[Call]) -> None:
+    """Where each call's findings look back from: its module or range where that holds no other
+    call, else its own start; never past the call before it on its thread, nor before the
+    outermost range around it (its step, or the model's forward): work outside those is no
+    call's, however its shapes fit."""
+    placed = sorted((c for c in calls if c.row is not None), key=lambda c: c.start)
+    shared = collections.Counter(c.scope for c in placed if not c.nodes)
+    last: dict[int, float] = {}
+    for c in placed:
+        thread = int(trace.thread[c.row])
+        outer = [a for a in trace.ancestors(c.row)]
+        floor = max(last.get(thread, -np.inf), float(trace.ts[outer[-1]]) if outer else c.start)
+        last[thread] = max(last.get(thread, -np.inf), c.end)
+        c.since = min(floor, c.start)
+        if c.nodes:  # a backward's nodes are its own: nothing before them is looked at
+            c.region_start = c.start
+            continue
+        c.scope = c.scope if shared[c.scope] == 1 else None  # a range around many is no one's
+        own = c.start if c.scope is None else float(trace.ts[c.scope])
+        c.region_start = min(max(own, c.since), c.start)
 
 
 def _within(spans: list[tuple[float, float]], start: float, end: float) -> bool:

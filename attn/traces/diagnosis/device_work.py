@@ -15,7 +15,8 @@ import re
 
 import numpy as np
 
-from attn.traces.diagnosis.calls import Call, launched
+from attn.traces.common.units import time_text
+from attn.traces.diagnosis.calls import Call, device_us, inside, launched
 from attn.traces.read import patterns
 from attn.traces.read.trace import EPS_US, KERNEL, Trace
 
@@ -73,7 +74,10 @@ def kind_of(trace: Trace, call: Call, device_row: int, named: bool) -> str:
     kind = next((k for op in chain if (k := other_kind(trace.name[op]))), None)
     if kind is not None:
         return kind
-    by_products = call.implementation in ("eager", patterns.sdpa("math"))
+    fastpath = call.implementation == "mha_fastpath"
+    if fastpath and any(re.search(patterns.MHA_PROJECTIONS, trace.name[op]) for op in chain):
+        return patterns.PROJECTIONS
+    by_products = fastpath or call.implementation in ("eager", patterns.sdpa("math"))
     if by_products and any(_core(trace.name[op]) for op in chain):
         return ATTENTION
     if not by_products and not named and trace.cat[device_row] == KERNEL:
@@ -153,3 +157,37 @@ def unattributed(trace: Trace, calls: list[Call], least: float = UNATTRIBUTED_SH
 def under(trace: Trace, row: int) -> float:
     """The device time of the work launched inside an op."""
     return float(trace.dur[launched(trace, row, trace.ts[row], trace.end[row])].sum())
+
+
+def blocks_cpu(trace: Trace, runtime: int) -> bool:
+    """A runtime call the CPU waits in: a synchronize, a synchronous copy, an asynchronous one to
+    the host or from pageable memory."""
+    name = trace.name[runtime]
+    if re.search(patterns.SYNCHRONIZE, name):
+        return True
+    if not re.search(patterns.HOST_COPY, name):
+        return False
+    copies = trace.launched_by(np.array([runtime], dtype=np.int64)).tolist()
+    return "Async" not in name or any(
+        re.search(patterns.BLOCKING_MEMCPY, trace.name[d]) for d in copies
+    )
+
+
+def copies_detail(trace: Trace, found: set[int], calls: list[Call]) -> str | None:
+    """What the copies cost on the device beside the attention they feed, per call."""
+    if not found or not trace.has_device_activity:
+        return None
+    runtime: set[int] = set()
+    for r in found:
+        inner = inside(trace, r, trace.ts[r], trace.end[r])
+        copies = [x for x in inner.tolist() if trace.name[x] == patterns.COPY] or [r]
+        for x in copies:
+            rows = inside(trace, x, trace.ts[x], trace.end[x])
+            runtime |= set(rows[trace.is_runtime[rows]].tolist())
+    device = trace.launched_by(np.array(sorted(runtime), dtype=np.int64))
+    copies_us = float(trace.dur[device].sum()) / len(calls)
+    attention_us = sum(device_us(trace, c) for c in calls) / len(calls)
+    return (
+        f"the copies take {time_text(copies_us)} per call on the device, the attention "
+        f"{time_text(attention_us)}"
+    )

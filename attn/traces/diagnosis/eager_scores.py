@@ -76,6 +76,14 @@ def same_scores(dims: list[int] | None, scores: list[int]) -> bool:
     return bool(dims) and dims[-2:] == scores[-2:] and math.prod(dims) == math.prod(scores)
 
 
+def score_view(dims: list[int] | None, scores: list[int]) -> bool:
+    """The score matrix, or a view of it whose query axis is split ([b, h, q_h, q_w, k], where
+    relative-position terms are added over the rows and the columns of an image's queries)."""
+    if not dims or dims[-1] != scores[-1] or math.prod(dims) != math.prod(scores):
+        return False
+    return any(math.prod(dims[j:-1]) == scores[-2] for j in range(len(dims) - 1))
+
+
 def softmax_input(trace: Trace, row: int) -> list[int] | None:
     """The shape of the tensor a softmax reads, where recorded ([.., Sq, Sk])."""
     dims = tensor_dims(trace.args[row])
@@ -113,7 +121,7 @@ def extra_terms(trace: Trace, ops: list[int], scores: list[int] | None) -> list[
         if name in patterns.BOOKKEEPING_OPS or re.search(patterns.NEW_FROM_OPTIONS, name):
             continue
         dims = tensor_dims(trace.args[r])
-        if (dims and same_scores(dims[0], scores)) or (
+        if (dims and score_view(dims[0], scores)) or (
             name in patterns.MATMUL_OPS and same_scores(product_output(name, trace.args[r]), scores)
         ):
             found.append(r)

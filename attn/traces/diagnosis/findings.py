@@ -16,13 +16,7 @@ import itertools
 import re
 from collections.abc import Callable
 
-import numpy as np
-
-from attn.traces.common.units import (
-    bytes_text,
-    count_text,
-    time_text,
-)
+from attn.traces.common.units import bytes_text, count_text, time_text
 from attn.traces.diagnosis import device_work, eager_scores
 from attn.traces.diagnosis import recorded_inputs as recorded
 from attn.traces.diagnosis.calls import (
@@ -104,6 +98,22 @@ def _copies(trace: Trace, row: int) -> bool:
 
 
 @finding(
+    "mha_need_weights",
+    "Call nn.MultiheadAttention with need_weights=False where its weights go unused: its fast "
+    "path then runs SDPA's fused kernel instead of writing the [seq_q, seq_k] weights.",
+    page="sdpa.md",
+    needs_cpu=False,  # the fast path is found by its CPU op: a call without one is not it
+)
+def _mha_weights(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
+    """Fast-path calls whose recorded need_weights is True (None where it was not recorded)."""
+    mine = [c for c in calls if c.implementation == "mha_fastpath"]
+    said = [recorded.concrete(trace.args[c.row], patterns.MHA_NEED_WEIGHTS) for c in mine]
+    if mine and None in said:
+        return None, NO_SHAPES
+    return said.count("True"), None
+
+
+@finding(
     "eager_attention",
     "Call F.scaled_dot_product_attention instead of matmul, softmax, matmul: one fused kernel "
     "that never writes the [seq_q, seq_k] scores to memory.",
@@ -173,7 +183,7 @@ def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
                 and _broadcast_heads(input_dims(trace.args[r]))
                 and _copies(trace, r)
             }
-    return len(found), _copy_detail(trace, found, calls)
+    return len(found), device_work.copies_detail(trace, found, calls)
 
 
 def _repeats(trace: Trace, c: Call, start: float) -> list[tuple[int, list[int]]]:
@@ -183,7 +193,7 @@ def _repeats(trace: Trace, c: Call, start: float) -> list[tuple[int, list[int]]]
     window = [r for r in window if trace.cat[r] == "cpu_op" and r != c.row]
     within = set(window)  # once: a range of a million tiny ops made this quadratic
     ops = [r for r in window if trace.parent[r] not in within]
-    size = _score_size(trace, c)
+    size = recorded.score_size(trace, c)
     found = []
     for a, b in itertools.pairwise([*ops, None]):
         dims = (eager_scores.tensor_dims(trace.args[a]) or [[]])[0]
@@ -205,7 +215,7 @@ def _batch(trace: Trace, c: Call) -> int | None:
 def _over_batch(trace: Trace, c: Call, dims: list[int]) -> bool:
     """K or V (or the source they are projected from: [.., seq_k, channels]) repeated up to the
     call's batch: its leading dimension smaller and dividing it, its sequence the keys'."""
-    batch, size = _batch(trace, c), _score_size(trace, c)
+    batch, size = _batch(trace, c), recorded.score_size(trace, c)
     if batch is None or size is None or len(dims) < 3:
         return False
     return 0 < dims[0] < batch and batch % dims[0] == 0 and dims[-2] == size[1]
@@ -218,26 +228,6 @@ def _broadcast_heads(dims: list) -> bool:
         return False
     a, b = dims[0][-3], dims[1][-3]
     return a != b and 1 in (a, b)
-
-
-def _copy_detail(trace: Trace, found: set[int], calls: list[Call]) -> str | None:
-    """What the copies cost on the device beside the attention they feed, per call."""
-    if not found or not trace.has_device_activity:
-        return None
-    runtime: set[int] = set()
-    for r in found:
-        inner = inside(trace, r, trace.ts[r], trace.end[r])
-        copies = [x for x in inner.tolist() if trace.name[x] == patterns.COPY] or [r]
-        for x in copies:
-            rows = inside(trace, x, trace.ts[x], trace.end[x])
-            runtime |= set(rows[trace.is_runtime[rows]].tolist())
-    device = trace.launched_by(np.array(sorted(runtime), dtype=np.int64))
-    copies_us = float(trace.dur[device].sum()) / len(calls)
-    attention_us = sum(device_us(trace, c) for c in calls) / len(calls)
-    return (
-        f"the copies take {time_text(copies_us)} per call on the device, the attention "
-        f"{time_text(attention_us)}"
-    )
 
 
 @finding(
@@ -263,7 +253,7 @@ def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
             )  # a clone under a reshape is repeat_kv's (an expand made contiguous)
             and _copies(trace, r)
         }
-    return len(found), _copy_detail(trace, found, calls)
+    return len(found), device_work.copies_detail(trace, found, calls)
 
 
 @finding(
@@ -275,23 +265,21 @@ def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 )
 def _kv_over_batch(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """repeat_interleave or repeat (or an expand made contiguous) since the call before on its
-    thread (a source repeated once before the layers counts for the first), of a tensor of the
-    keys' sequence whose leading dimension is smaller than the call's batch and divides it."""
-    found, last = {}, {}
-    for c in sorted(calls, key=lambda c: c.start):
-        thread = int(trace.thread[c.row])
-        start = min(last.get(thread, -np.inf), c.region_start)
-        last[thread] = c.end
+    thread (a source repeated once before the layers, in their step or forward, counts for the
+    first), of a tensor of the keys' sequence whose leading dimension is smaller than the call's
+    batch and divides it."""
+    found = {}
+    for c in calls:
         found |= {
             r: (dims, _batch(trace, c))
-            for r, dims in _repeats(trace, c, start)
+            for r, dims in _repeats(trace, c, c.since)
             if _over_batch(trace, c, dims)
         }
     if not found:
         return 0, None
     said = sorted({f"{dims} up to a batch of {batch}" for dims, batch in found.values()})
     detail = f"repeated: {', '.join(said[:3])}"
-    copies = _copy_detail(trace, set(found), calls)
+    copies = device_work.copies_detail(trace, set(found), calls)
     return len(found), detail + (f"; {copies}" if copies else "")
 
 
@@ -306,15 +294,17 @@ def _head_dim_padding(trace: Trace, calls: list[Call]) -> tuple[int, str | None]
     own op (SDPA's mask padding is its own finding; a mask, as big as the scores, left out)."""
     found, widths = set(), set()
     for c in calls:
-        size, head = _score_size(trace, c), _head_dim(trace, c)
+        size, head = recorded.score_size(trace, c), recorded.head_dim(trace, c)
         inner = trace.name[c.row] != patterns.SDPA_FRONT and c.implementation != "eager"
         end = c.end if inner else c.start
-        for r in inside(trace, c.row, c.region_start, end).tolist():
+        for r in inside(trace, c.row, c.prep_start, end).tolist():
             dims = (eager_scores.tensor_dims(trace.args[r]) or [[]])[0]
             if not re.search(patterns.PAD_OPS, trace.name[r]) or len(dims) < 3:
                 continue
             if size is not None and dims[-2:] == list(size):
                 continue
+            if trace.ts[r] < c.region_start and not recorded.padded_into(trace, c, dims):
+                continue  # before the call's own range: only what its inputs are made from
             found.add(r)
             widths.add((dims[-1], head) if head and head > dims[-1] else (dims[-1], None))
     if not found:
@@ -326,12 +316,6 @@ def _head_dim_padding(trace: Trace, calls: list[Call]) -> tuple[int, str | None]
         attention = sum(device_us(trace, c) for c in calls) / len(calls)
         detail += f"; the padding takes {time_text(pad)} per call, the call {time_text(attention)}"
     return len(found), detail
-
-
-def _head_dim(trace: Trace, c: Call) -> int | None:
-    """The head dim the call's op was given (q's last dimension), where recorded."""
-    dims = eager_scores.tensor_dims(trace.args[c.row])
-    return dims[0][-1] if dims and dims[0] else None
 
 
 @finding(
@@ -419,15 +403,15 @@ def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
 
 
 def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int], str | None]]:
-    """(op, shape, dtype) of each outermost op before `end` in the call's scope (the scores' own
-    ops, the projections and ops that take a tensor only for its dtype left out) that reads or
-    makes a tensor whose last two dims are the scores' and launches work."""
-    size = _score_size(trace, c)
+    """(op, shape, dtype) of each outermost op from the call's prep_start to `end` (the scores'
+    own ops, the projections and ops that take a tensor only for its dtype left out) that reads
+    or makes a tensor whose last two dims are the scores' and launches work."""
+    size = recorded.score_size(trace, c)
     if size is None or min(size) <= 1:
         return []
     own = {c.row, c.softmax, c.pv, *c.terms}
     found = []
-    for r in outermost(trace, c.row, c.region_start, end):
+    for r in outermost(trace, c.row, c.prep_start, end):  # shapes tie them to the call
         name = trace.name[r]
         if r in own or name in patterns.NOT_MASK_WORK:
             continue
@@ -444,17 +428,6 @@ def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int]
                 if len(d) >= 2 and tuple(d[-2:]) == size
             ][:1]
     return found
-
-
-def _score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
-    """(seq_q, seq_k) of the call: its softmax's input (eager), else q's and k's sequences."""
-    if c.softmax is not None:
-        shape = eager_scores.softmax_input(trace, c.softmax)
-        return (shape[-2], shape[-1]) if shape else None
-    dims = eager_scores.tensor_dims(trace.args[c.row]) if c.row is not None else []
-    if len(dims) >= 2 and len(dims[0]) >= 3 and len(dims[1]) >= 3:
-        return dims[0][-2], dims[1][-2]
-    return None
 
 
 @finding(
@@ -491,6 +464,33 @@ def _math_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     return len(on_gpu), "; ".join(reasons) or None
 
 
+# Attention's backward over its forward in FLOPs: five [seq_q, seq_k] products (the scores
+# recomputed, dV, dP, dQ, dK) against the forward's two, as FlashAttention-2's paper counts them.
+FLOP_RATIO = 2.5
+SLOW = 2  # a backward this many times that ratio over its forward is slow beyond its FLOPs
+
+
+@finding(
+    "backward_beyond_its_flops",
+    "Look at what the attention's backward runs (its kernel, dtype and what it recomputes): it "
+    f"takes far longer over its forward than their FLOPs say ({FLOP_RATIO} times).",
+    page="training.md",
+    reads=BACKWARD,
+    needs_cpu=False,
+)
+def _slow_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
+    """Backwards linked to their forward whose device time over the forward's is more than SLOW
+    times FLOP_RATIO."""
+    pairs = [(device_us(trace, c), device_us(trace, c.forward)) for c in calls if c.forward]
+    ratios = sorted(b / f for b, f in pairs if f > 0 and b / f > SLOW * FLOP_RATIO)
+    if not trace.has_device_activity or not ratios:
+        return 0, None
+    return len(ratios), (
+        f"the backward takes {ratios[len(ratios) // 2]:.1f} times its forward's device time "
+        f"(median of {len(ratios)}), their FLOPs {FLOP_RATIO} times"
+    )
+
+
 @finding(
     "fp32_attention_on_gpu",
     "Run attention in bfloat16 or float16 (torch.autocast): in float32 the flash and cuDNN "
@@ -510,7 +510,13 @@ def _fp32(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
         t == "float32" and not recorded.first_input_dtype(trace, c)
         for t, c in zip(types, on_gpu, strict=True)
     )
-    return found, (f"read from kernel names for {by_name} call(s)" if by_name else None)
+    said = [f"read from kernel names for {by_name} call(s)"] if by_name else []
+    if found and (casts := recorded.autocast_casts(trace)):  # then "use autocast" is no advice
+        said.append(
+            f"autocast is on (it casts the inputs of {casts} op(s)): the float32 reaches these "
+            "calls past it, from a float32 mask or bias or inputs cast with .float()"
+        )
+    return found, "; ".join(said) or None
 
 
 def _dtype(trace: Trace, c: Call) -> str | None:
@@ -537,31 +543,25 @@ def _sync(trace: Trace, calls: list[Call]) -> tuple[int | None, str | None]:
     or from pageable memory, or to the host; with the CPU time they took."""
     if trace.has_device_activity and not trace.is_runtime.any():
         return None, "no CUDA runtime calls were recorded"
-    found = set()
+    found, holders = set(), {}
     for c in calls:
         lo, hi = (c.start, c.end) if c.scope is None else (trace.ts[c.scope], trace.end[c.scope])
         rows = inside(trace, c.row, lo, hi)
-        found |= {r for r in rows[trace.is_runtime[rows]].tolist() if _blocks(trace, r)}
+        mine = {
+            r for r in rows[trace.is_runtime[rows]].tolist() if device_work.blocks_cpu(trace, r)
+        }
+        found |= mine
+        holders |= {id(c): c} if mine else {}
     if not found:
         return 0, None
-    blocked = float(trace.dur[sorted(found)].sum())
+    blocked, n = float(trace.dur[sorted(found)].sum()), len(holders)
+    where = ""  # the cost is the calls' that block, not spread over those that do not
+    if n < len(calls):
+        kinds = dict.fromkeys(f"{c.implementation} in {c.where}" for c in holders.values())
+        where = f"in {n} of {len(calls)} calls ({', '.join(kinds)}): "
     return len(found), (
-        f"{count_text(len(found) / len(calls))} per call, {time_text(blocked)} of CPU time "
-        f"blocked in all, {time_text(blocked / len(calls))} per call"
-    )
-
-
-def _blocks(trace: Trace, runtime: int) -> bool:
-    """A runtime call the CPU waits in: a synchronize, a synchronous copy, an asynchronous one to
-    the host or from pageable memory."""
-    name = trace.name[runtime]
-    if re.search(patterns.SYNCHRONIZE, name):
-        return True
-    if not re.search(patterns.HOST_COPY, name):
-        return False
-    copies = trace.launched_by(np.array([runtime], dtype=np.int64)).tolist()
-    return "Async" not in name or any(
-        re.search(patterns.BLOCKING_MEMCPY, trace.name[d]) for d in copies
+        f"{where}{count_text(len(found) / n)} per call, {time_text(blocked)} of CPU time "
+        f"blocked in all, {time_text(blocked / n)} per call"
     )
 
 

@@ -29,6 +29,13 @@ def factory_shape(args: dict) -> tuple[list[int], str | None] | None:
     return None
 
 
+def concrete(args: dict, index: int) -> str | None:
+    """An op's concrete input (a scalar argument, as the profiler spells it), where recorded."""
+    found = args.get("Concrete Inputs")
+    ok = isinstance(found, list) and index < len(found) and isinstance(found[index], str)
+    return found[index] if ok and found[index] else None
+
+
 def tensor_bytes(dims: list[int], dtype: str | None) -> int:
     """The bytes of a tensor of this shape and recorded dtype (0 where the dtype is unknown)."""
     return RECORDED_BYTES.get(dtype or "", 0) * math.prod(dims)
@@ -78,7 +85,57 @@ def fused_refusals(args: dict) -> list[str]:
 
 
 def first_input_dtype(trace: Trace, c: Call) -> str | None:
-    """The dtype of the call's first input as the profiler recorded it, in torch's spelling."""
+    """The dtype the call's first input is computed in: as the profiler recorded it, unless
+    autocast casts it just under the call's op; in torch's spelling."""
+    if c.row is not None and (cast := autocast_dtype(trace, c.row)):
+        return cast
     types = trace.args[c.row].get("Input type") if c.row is not None else None
     first = types[0] if isinstance(types, list) and types else None
     return PROFILER_DTYPES.get(first) if isinstance(first, str) else None
+
+
+def head_dim(trace: Trace, c: Call) -> int | None:
+    """The head dim the call's op was given (q's last dimension), where recorded."""
+    dims = eager_scores.tensor_dims(trace.args[c.row])
+    return dims[0][-1] if dims and dims[0] else None
+
+
+def score_size(trace: Trace, c: Call) -> tuple[int, int] | None:
+    """(seq_q, seq_k) of the call: its softmax's input (eager), else q's and k's sequences."""
+    if c.softmax is not None:
+        shape = eager_scores.softmax_input(trace, c.softmax)
+        return (shape[-2], shape[-1]) if shape else None
+    dims = eager_scores.tensor_dims(trace.args[c.row]) if c.row is not None else []
+    if len(dims) >= 2 and len(dims[0]) >= 3 and len(dims[1]) >= 3:
+        return dims[0][-2], dims[1][-2]
+    return None
+
+
+def autocast_dtype(trace: Trace, row: int) -> str | None:
+    """The lower precision an op's first input is cast to right under it, as autocast does (the
+    op records float32 inputs; an aten::to just under it casts them), in torch's spelling."""
+    for r in trace.thread_within(row, trace.ts[row], trace.end[row]).tolist():
+        if int(trace.parent[r]) != row or trace.name[r] not in patterns.CAST_OPS:
+            continue
+        dtype = PROFILER_DTYPES.get(patterns.SCALAR_TYPES.get(concrete(trace.args[r], 1), ""))
+        if dtype in ("float16", "bfloat16"):
+            return dtype
+    return None
+
+
+def autocast_casts(trace: Trace) -> int:
+    """The ops in the trace whose inputs autocast casts to a lower precision (a product, a
+    linear, SDPA): where there are any, autocast is on."""
+    casts = [i for i, n in enumerate(trace.name) if n in patterns.CAST_OPS]
+    held = {int(trace.parent[i]) for i in casts if trace.parent[i] >= 0}
+    return sum(
+        trace.name[r] in patterns.AUTOCAST_OPS and autocast_dtype(trace, r) is not None
+        for r in held
+    )
+
+
+def padded_into(trace: Trace, c: Call, dims: list[int]) -> bool:
+    """A tensor of these dims becomes one of the call's inputs once padded: the same leading dims
+    as q, k or v, a smaller last one."""
+    given = eager_scores.tensor_dims(trace.args[c.row])[:3]
+    return any(len(g) == len(dims) and g[:-1] == dims[:-1] and dims[-1] < g[-1] for g in given)

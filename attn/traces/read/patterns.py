@@ -30,6 +30,11 @@ TUTORIAL_KERNEL = r"^_attn_fwd\w*$|^_fwd_kernel\w*$"  # Triton's tutorial names 
 GENERATED = r"^(graph_\d+_)?(cpp|triton)_\w+|" + FLEX_CPU_KERNEL
 ANY_COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|## Call CompiledFxGraph)"
 # The eager pattern: a product, a softmax, a product. Generated softmaxes count (compiled eager).
+MHA_FASTPATH = "aten::_native_multi_head_attention"  # nn.MultiheadAttention in inference
+MHA_NEED_WEIGHTS = 10  # need_weights among its concrete inputs (its schema's 11th argument)
+# Its in- and out-projections, and the bias and scale it folds into q, k and v: not attention's work.
+MHA_PROJECTIONS = r"^aten::(mm|addmm|linear|_transform_bias_rescale_qkv)$"
+PROJECTIONS = "projections"
 BADDBMM = "aten::baddbmm"  # a product whose first input is added: its output is the last two's
 EINSUM = "aten::einsum"  # a product its equation spells
 MATMUL_OPS = ("aten::matmul", "aten::bmm", "aten::mm", BADDBMM, EINSUM)
@@ -147,6 +152,7 @@ ROWS: tuple[Row, ...] = (
     Row(r"^_attn_bwd\w*$|^_bwd_kernel\w*$", "custom", "a Triton attention kernel from Triton's tutorial, backward", helper=True, backward=True),
     Row(r"FmhaBwd\w*Kernel|^(void )?\w*fmha_(v\d_)?bwd", "custom", "a fused multi-head attention kernel, backward (AMD's composable kernel, aiter)", backward=True),
     # SDPA's backend ops say which backend ran, on any device.
+    Row(exactly(MHA_FASTPATH), "mha_fastpath", "nn.MultiheadAttention's fast path: the projections, the scores and the output in one op"),
     Row(r"^aten::_scaled_dot_product_flash_attention(_for_cpu)?$", sdpa("flash"), "SDPA's flash backend"),
     Row(r"^aten::_scaled_dot_product_efficient_attention$", sdpa("efficient"), "SDPA's memory-efficient backend"),
     Row(r"^aten::_scaled_dot_product_cudnn_attention$", sdpa("cudnn"), "SDPA's cuDNN backend"),
@@ -274,6 +280,8 @@ NEW_FROM_OPTIONS = r"^aten::new_"
 FACTORY_OPS = r"^aten::(zeros|ones|full|empty|rand\w*|new_(zeros|ones|full|empty))$"
 SCALAR_TYPES = {"3": "int", "4": "long int", "5": "c10::Half", "6": "float", "7": "double",
                 "11": "bool", "15": "c10::BFloat16"}  # fmt: skip
+CAST_OPS = ("aten::to", "aten::_to_copy")  # autocast casts an op's inputs with these, under it
+AUTOCAST_OPS = (*MATMUL_OPS, "aten::linear", "aten::addmm", SDPA_FRONT)  # cast to lower precision
 MAYBE_NO_OP = ("aten::to", "aten::type_as", CONTIGUOUS)  # return their input when nothing to do
 # A call's dtype where shapes were not recorded: the first dtype its attention kernel's name says.
 KERNEL_DTYPES: tuple[tuple[str, str], ...] = (
