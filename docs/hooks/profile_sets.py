@@ -20,9 +20,10 @@ from pathlib import Path
 
 import PIL.Image
 import set_schema as schema
+from image_sizes import png_size
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
-from set_svg import BadSvg, check_svg
+from set_svg import BadSvg, check_svg, clean_svg
 
 from attn.traces.common import artifacts, intervals
 from attn.traces.figures import peaks_figure
@@ -134,6 +135,7 @@ def check_file(path: Path) -> None:
         elif path.name == artifacts.TABLE_MD:
             check_table(path)
         elif path.suffix == ".png":
+            _check_png_size(path)
             with PIL.Image.open(path) as image:  # a whole picture, not a PNG signature alone
                 image.verify()
         elif path.stat().st_size == 0:
@@ -142,6 +144,20 @@ def check_file(path: Path) -> None:
         raise BrokenSet(f"profiles hook: {path}: {e}") from e
     except (OSError, ValueError, EOFError, ElementTree.ParseError, PIL.UnidentifiedImageError) as e:
         raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
+
+
+MAX_PIXELS = 50_000_000  # a viewer screenshot is a few megapixels; PIL's own guard is a traceback
+
+
+def _check_png_size(path: Path) -> None:
+    """A PNG's size from its header, before anything decodes it: a header declaring 50,000 x
+    50,000 pixels would take gigabytes to open."""
+    with path.open("rb") as f:
+        size = png_size(f.read(24))
+    if size is None:
+        raise ValueError("not a PNG: no PNG signature and IHDR header")
+    if size[0] * size[1] > MAX_PIXELS:
+        raise ValueError(f"declares {size[0]} x {size[1]} pixels, over {MAX_PIXELS:,}")
 
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # what a set's folder may be called: safe in any URL
@@ -319,7 +335,16 @@ def artifact_files(root: Path, config) -> list[File]:
         found += [
             folder / f for f in (artifacts.DIAGNOSIS, artifacts.VIEWER) if (folder / f).is_file()
         ]
-    return [
-        File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
-        for p in sorted(found)
-    ]
+    return [_published(config, root, p) for p in sorted(found)]
+
+
+def _published(config, root: Path, path: Path) -> File:
+    """A set's file as the site publishes it: a picture written again from what the SVG allowlist
+    kept (set_svg.clean_svg), anything else as it is."""
+    uri = "profiles/" + path.relative_to(root).as_posix()
+    if path.suffix == ".svg":
+        try:
+            return File.generated(config, uri, content=clean_svg(path.read_bytes()))
+        except BadSvg as e:
+            raise BrokenSet(f"profiles hook: {path}: {e}") from e
+    return File.generated(config, uri, abs_src_path=str(path))
