@@ -115,6 +115,10 @@ def png_header(width: int, height: int) -> bytes:
     )
 
 
+DEEP = (  # every kind of JSON file a set or a trace of others holds
+    "cpu/environment.json", "cpu/index.json", "cpu/naive/summary.json", "cpu/timing.json",
+    "cpu/benchmark.json", "cpu/diff/naive__inplace.json", f"public/{PUBLIC}/diagnosis.json",
+)  # fmt: skip
 REFUSED = {  # field kind -> (how the set carries it, what the refusal names)
     "summary dtype, an include": (
         lambda r: put(r / "cpu/naive/summary.json", dtype=GIT),
@@ -257,6 +261,24 @@ REFUSED = {  # field kind -> (how the set carries it, what the refusal names)
     "png, 50,000 x 50,000 pixels declared": (
         lambda r: (r / "cpu/naive/viewer.png").write_bytes(png_header(50_000, 50_000)),
         "naive/viewer.png is broken (ValueError: declares 50000 x 50000 pixels",
+    ),
+    **{
+        f"{name}, nested 100,000 deep": (
+            lambda r, name=name: (r / name).write_text("[" * 100_000 + "]" * 100_000),
+            f"{name.partition('/')[2]}: nested deeper than",
+        )
+        for name in DEEP
+    },
+    **{
+        f"{name}, a 401-digit integer": (
+            lambda r, name=name: (r / name).write_text('{"x": 1' + "0" * 400 + "}"),
+            f"{name.partition('/')[2]}: x is an integer of 401 digits",
+        )
+        for name in DEEP
+    },
+    "summary cpu_time_us, Infinity": (
+        lambda r: (r / "cpu/naive/summary.json").write_text('{"cpu_time_us": Infinity}'),
+        "naive/summary.json: cpu_time_us is inf, not a finite number",
     ),
     "svg, an entity": (
         _svg('<!DOCTYPE svg [<!ENTITY x "y">]>' + SVG.format("", "<text>&x;</text>")),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 import os
 import re
 import xml.etree.ElementTree as ElementTree
@@ -25,7 +24,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from set_svg import BadSvg, check_svg, clean_svg
 
-from attn.traces.common import artifacts, intervals
+from attn.traces.common import artifacts, intervals, jsonfile
 from attn.traces.figures import peaks_figure
 
 DEVICE_ORDER = {"cuda": 0, "cpu": 2}  # GPUs first, anything else in between, CPU last
@@ -38,9 +37,9 @@ class BrokenSet(PluginError):
 def read_json(path: Path, kind: type = dict, fits: schema.Schema | None = None):
     """The JSON at path, which must be a `kind` that fits the schema, or BrokenSet."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise BrokenSet(f"profiles hook: cannot read {path}: {e}") from e
+        data = jsonfile.load(path)  # depth and numbers checked: one line, never a RecursionError
+    except jsonfile.BadJson as e:
+        raise BrokenSet(f"profiles hook: {e}") from e
     if not isinstance(data, kind):
         raise BrokenSet(
             f"profiles hook: {path} holds a {type(data).__name__}, not a {kind.__name__}"
@@ -125,13 +124,13 @@ def check_file(path: Path) -> None:
     """A published artifact must be whole: gzip JSON traces decode, pictures parse, data loads."""
     try:
         if path.name.endswith(".json.gz"):
-            trace = json.loads(gzip.decompress(path.read_bytes()))
+            trace = jsonfile.loads(gzip.decompress(path.read_bytes()), str(path))
             if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
                 raise ValueError("not a Chrome trace: no 'traceEvents' list")
         elif path.suffix == ".svg":
             check_svg(path.read_bytes())
         elif path.suffix == ".json":
-            json.loads(path.read_text(encoding="utf-8"))
+            jsonfile.load(path)
         elif path.name == artifacts.TABLE_MD:
             check_table(path)
         elif path.suffix == ".png":
@@ -142,6 +141,8 @@ def check_file(path: Path) -> None:
             raise ValueError("empty")
     except BadSvg as e:
         raise BrokenSet(f"profiles hook: {path}: {e}") from e
+    except jsonfile.BadJson as e:  # it names the file and the field
+        raise BrokenSet(f"profiles hook: {e}") from e
     except (OSError, ValueError, EOFError, ElementTree.ParseError, PIL.UnidentifiedImageError) as e:
         raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
 
@@ -197,6 +198,8 @@ def load_set(folder: Path) -> dict:
     manifest = read_json(index, fits=schema.INDEX)
     variants = manifest["variants"]
     _check_folders(folder, index, variants)
+    for name in manifest.get("diffs", []):  # read whole before any page shows one
+        read_json(folder / artifacts.DIFF_DIR / name)
     summaries = {
         name: _check_variant(folder, index, name, entry) for name, entry in variants.items()
     }
