@@ -34,6 +34,7 @@ import argparse
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import sys
 from datetime import timedelta
@@ -88,11 +89,36 @@ def parse_args() -> argparse.Namespace:
         p.error(
             f"--world {args.world}: NCCL needs a GPU per rank, torch sees {torch.cuda.device_count()}"
         )
+    if not launched:
+        check_machine(p, args.world, args.device)
     # A file or a read-only folder at --out: said now, not after minutes of profiling.
     here = next(d for d in (args.out, *args.out.parents) if d.exists())  # the rest is made later
     if not here.is_dir() or not os.access(here, os.W_OK):
         p.error(f"--out {args.out}: {here} is not a folder that can be written")
+    ring = args.out / f"ring_{args.sharding}"  # rank<r> there must be folders, or nothing
+    stale = sorted(e.name for e in ring.glob("rank*") if not e.is_dir()) if ring.is_dir() else []
+    if stale:
+        p.error(f"--out {args.out}: {', '.join(stale)} in {ring} not folders of ranks: move them")
     return args
+
+
+RANK_BYTES = 600 * 2**20  # a CPU rank's interpreter, torch and its shard: 0.45 GB seen, and room
+
+
+def check_machine(p: argparse.ArgumentParser, world: int, device: str) -> None:
+    """The ranks started here must fit the machine: a core each on a CPU, and their memory."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if device == "cpu" and world > (cores or 1):
+        p.error(f"--world {world}: this machine gives {cores} cores, one a rank at most")
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not told on this system: not checked
+        return
+    if world * RANK_BYTES > free:
+        p.error(
+            f"--world {world}: {world} ranks need about {world * RANK_BYTES / 2**30:.1f} GiB, "
+            f"{free / 2**30:.1f} GiB is free"
+        )
 
 
 def start_ranks(args: argparse.Namespace) -> None:
@@ -102,15 +128,32 @@ def start_ranks(args: argparse.Namespace) -> None:
         port = s.getsockname()[1]
     spawn = multiprocessing.get_context("spawn")  # fresh interpreters: nothing forked mid-torch
     ranks = []
+    # Ranks start with Ctrl-C ignored (a disposition a new interpreter keeps): it reaches the
+    # whole terminal's group, and the launcher alone answers it, ending them.
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
     for rank in range(args.world):
         env = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": args.world}
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
         ranks.append(spawn.Process(target=run_rank, args=(args, env)))
         ranks[-1].start()
-    for process in ranks:
-        process.join()
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, _stop)  # as Ctrl-C: the ranks end with the launcher
+    try:
+        for process in ranks:
+            process.join()
+    except KeyboardInterrupt:
+        for process in ranks:
+            process.terminate()  # before any rank writes: their files go in after a barrier
+        for process in ranks:
+            process.join()
+        print("stopped: every rank ended, no trace written", file=sys.stderr)
+        raise SystemExit(130) from None
     if any(process.exitcode for process in ranks):
         raise SystemExit(1)  # each failed rank has said why, in one line
+
+
+def _stop(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def run_rank(args: argparse.Namespace, env: dict | None = None) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,6 +94,31 @@ def _svg(svg: str) -> Callable[[Path], None]:
 SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" {}>{}</svg>'
 )
+LISTENER = "http://127.0.0.1:9"  # what a picture would fetch: an address nothing answers
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG's signature and header chunk declaring width x height (PIL refuses one this large
+    only when it opens it, with a traceback)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0"))
+        + chunk(b"IEND", b"")
+    )
+
+
+DEEP = (  # every kind of JSON file a set or a trace of others holds
+    "cpu/environment.json", "cpu/index.json", "cpu/naive/summary.json", "cpu/timing.json",
+    "cpu/benchmark.json", "cpu/diff/naive__inplace.json", f"public/{PUBLIC}/diagnosis.json",
+)  # fmt: skip
 REFUSED = {  # field kind -> (how the set carries it, what the refusal names)
     "summary dtype, an include": (
         lambda r: put(r / "cpu/naive/summary.json", dtype=GIT),
@@ -198,6 +225,60 @@ REFUSED = {  # field kind -> (how the set carries it, what the refusal names)
     "svg, javascript in a style": (
         _svg(SVG.format("", "<rect style=\"fill: url('javascript:alert(1)')\"/>")),
         "naive/timeline.svg: style on <rect> is",
+    ),
+    "svg, an XSLT stylesheet that writes script": (
+        _svg('<?xml-stylesheet type="text/xsl" href="table.txt"?>' + SVG.format("", "")),
+        "naive/timeline.svg: a processing instruction <?xml-stylesheet",
+    ),
+    "svg, a stylesheet fetched": (
+        _svg(f'<?xml-stylesheet href="{LISTENER}/a.css"?>' + SVG.format("", "")),
+        "naive/timeline.svg: a processing instruction <?xml-stylesheet",
+    ),
+    "svg, image-set() in a style attribute": (
+        _svg(SVG.format("", f"<rect style=\"fill: image-set('{LISTENER}/a.png' 1x)\"/>")),
+        "naive/timeline.svg: style on <rect> is",
+    ),
+    "svg, image-set() in a style element": (
+        _svg(SVG.format("", f"<style>rect {{fill: image-set('{LISTENER}/b.png' 1x)}}</style>")),
+        "naive/timeline.svg: <style> holds 'image-set('",
+    ),
+    "svg, a cursor fetched": (
+        _svg(SVG.format("", f"<style>svg {{cursor: url({LISTENER}/c.cur), auto}}</style>")),
+        "naive/timeline.svg: <style> holds 'url(",
+    ),
+    "svg, a list-style-image fetched": (
+        _svg(SVG.format("", f"<rect style='list-style-image: url({LISTENER}/d.png)'/>")),
+        "naive/timeline.svg: style on <rect> is",
+    ),
+    "svg, an import": (
+        _svg(SVG.format("", f'<style>@import "{LISTENER}/e.css";</style>')),
+        "naive/timeline.svg: <style> holds '@'",
+    ),
+    "svg, a DOCTYPE with an external DTD": (
+        _svg(f'<!DOCTYPE svg SYSTEM "{LISTENER}/f.dtd">' + SVG.format("", "")),
+        "naive/timeline.svg: a DOCTYPE other than",
+    ),
+    "png, 50,000 x 50,000 pixels declared": (
+        lambda r: (r / "cpu/naive/viewer.png").write_bytes(png_header(50_000, 50_000)),
+        "naive/viewer.png is broken (ValueError: declares 50000 x 50000 pixels",
+    ),
+    **{
+        f"{name}, nested 100,000 deep": (
+            lambda r, name=name: (r / name).write_text("[" * 100_000 + "]" * 100_000),
+            f"{name.partition('/')[2]}: nested deeper than",
+        )
+        for name in DEEP
+    },
+    **{
+        f"{name}, a 401-digit integer": (
+            lambda r, name=name: (r / name).write_text('{"x": 1' + "0" * 400 + "}"),
+            f"{name.partition('/')[2]}: x is an integer of 401 digits",
+        )
+        for name in DEEP
+    },
+    "summary cpu_time_us, Infinity": (
+        lambda r: (r / "cpu/naive/summary.json").write_text('{"cpu_time_us": Infinity}'),
+        "naive/summary.json: cpu_time_us is inf, not a finite number",
     ),
     "svg, an entity": (
         _svg('<!DOCTYPE svg [<!ENTITY x "y">]>' + SVG.format("", "<text>&x;</text>")),

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import sys
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import hostile_sets
@@ -329,6 +330,22 @@ def test_the_small_set_of_the_hostile_cases_is_published_whole(tmp_path, build_c
     uris = {f.src_uri for f in on_files(tmp_path / "profiles", build_config, monkeypatch)}
     assert {"profiles/cpu/overview.svg", "profiles/cpu/diff/naive__inplace.json"} <= uris
     assert f"profiles/public/{hostile_sets.PUBLIC}/diagnosis.json" in uris
+
+
+def test_a_set_picture_is_published_written_again_from_what_the_allowlist_kept(
+    tmp_path, build_config, monkeypatch
+):
+    """The published SVG was the set's own bytes: whatever the parser passed over (a DOCTYPE, a
+    comment, a declaration) reached the page; now it is the parsed elements written again."""
+    hostile_sets.small_set(tmp_path / "profiles")
+    picture = tmp_path / "profiles/cpu/naive/timeline.svg"
+    picture.write_bytes(picture.read_bytes().replace(b"<svg ", b"<!-- a comment --><svg ", 1))
+    files = on_files(tmp_path / "profiles", build_config, monkeypatch)
+    published = next(f for f in files if f.src_uri == "profiles/cpu/naive/timeline.svg")
+    data = published.content_bytes
+    assert b"<!--" not in data and b"<!DOCTYPE" not in data and b"<?xml-" not in data
+    kept = sys.modules["set_svg"].check_svg(data)
+    assert [e.tag for e in kept.iter()] == [e.tag for e in ElementTree.parse(picture).iter()]
 
 
 @pytest.mark.parametrize("case", hostile_sets.REFUSED)

@@ -454,3 +454,44 @@ def test_a_host_name_is_scrubbed_in_free_text_too(tmp_path):
     out = gzip.decompress((tmp_path / "t.json.gz").read_bytes()).decode()
     assert "gpu-node-17" not in out.lower() and "connected to <redacted>:29500" in out
     assert "nccl:all_reduce" in out
+
+
+@pytest.mark.slow
+def test_an_interrupted_example_run_leaves_every_file_of_the_set_as_it_was(tmp_path):
+    """SIGINT at 120 s into the examples left 40 committed files changed (the variants profiled
+    so far beside the others' numbers); the run writes a copy of the set, swapped in only whole."""
+    import hashlib
+    import shutil
+    import signal
+
+    from committed import CPU_SET
+
+    out = tmp_path / "profiles"
+    shutil.copytree(CPU_SET, out / hardware_slug("cpu"))
+
+    def files() -> dict[str, str]:
+        return {
+            p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*"))
+            if p.is_file()
+        }
+
+    before = files()
+    argv = [sys.executable, "-m", "attn.profiling", "example", "inplace", "naive", "sdpa_math",
+            "custom_cpu", "--out", str(out), "--device", "cpu", "--batch", "1", "--heads", "2", "--seq", "64", "--head-dim", "32",
+            "--no-screenshot"]  # fmt: skip
+    # A background job inherits SIGINT ignored; a terminal's Ctrl-C finds the default handler.
+    default = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=default)  # fmt: skip
+    start, deadline = time.time(), time.monotonic() + 300
+    while time.monotonic() < deadline and job.poll() is None:  # a summary written, others to go
+        if any(p.stat().st_mtime >= start for p in out.rglob("summary.json")):
+            break
+        time.sleep(0.05)
+    job.send_signal(signal.SIGINT)
+    said, err = job.communicate(timeout=120)
+    assert job.returncode == 130, err
+    assert "interrupted: the previous artifacts are left as they were" in said + err
+    assert "Traceback" not in said + err
+    assert files() == before

@@ -403,3 +403,69 @@ def test_the_example_names_a_length_zigzag_cannot_cut_in_one_line(tmp_path):
         "--seq 50: zigzag sharding over 2 ranks cuts the sequence into 4 equal chunks" in run.stderr
     )
     assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_a_world_the_machine_cannot_hold_is_refused_before_any_rank_starts(tmp_path):
+    """`--world 65` started 67 processes on two cores (0.45 GB a rank) until the session died."""
+    run = run_example(tmp_path, *TINY, "--seq", "1040", "--world", "65")  # 65 chunks of 16
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    (line,) = [ln for ln in run.stderr.splitlines() if "error:" in ln]
+    assert "--world 65: this machine gives" in line or "--world 65: 65 ranks need about" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_stale_file_where_a_rank_folder_goes_is_named_before_profiling(tmp_path):
+    """A file called rank9 in the output folder ended the run with NotADirectoryError, after
+    every rank had profiled."""
+    ring = tmp_path / "runs/ring_contiguous"
+    ring.mkdir(parents=True)
+    (ring / "rank9").write_text("")
+    run = run_example(tmp_path, *TINY, "--world", "2")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "rank9 in " in run.stderr and "not folders of ranks" in run.stderr
+    assert sorted(p.name for p in ring.iterdir()) == ["rank9"]  # nothing profiled
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_the_launcher_stopped_ends_its_ranks_in_one_line_writing_nothing(tmp_path, stop):
+    """SIGTERM ended the launcher alone (its ranks wrote their files 20 s later); Ctrl-C printed a
+    KeyboardInterrupt traceback from every rank."""
+    import signal
+    import time
+
+    from test_examples import BOOTSTRAP
+
+    run_example(tmp_path, "--help")  # the example and attn/ring.py copied beside it
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cmd = [sys.executable, "-c", BOOTSTRAP, str(tmp_path), "alone", "ring_attention.py", *TINY,
+           "--world", "2"]  # fmt: skip
+    default = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731  (as a terminal)
+    launcher = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=default, start_new_session=True)  # fmt: skip
+    children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
+    deadline = time.monotonic() + 120  # the ranks and multiprocessing's tracker started
+    while time.monotonic() < deadline and len(children.read_text().split()) < 3:
+        time.sleep(0.05)
+    # Ctrl-C reaches the terminal's whole process group; SIGTERM, the launcher alone.
+    if stop == "SIGINT":
+        os.killpg(launcher.pid, signal.SIGINT)
+    else:
+        launcher.send_signal(signal.SIGTERM)
+    _, err = launcher.communicate(timeout=120)
+    assert launcher.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "stopped: every rank ended, no trace written"
+    assert not list((tmp_path / "runs").rglob("trace.json.gz"))
+    deadline = time.monotonic() + 30  # multiprocessing's resource tracker ends after its parent
+    while time.monotonic() < deadline and _group_alive(launcher.pid):
+        time.sleep(0.1)
+    assert not _group_alive(launcher.pid), subprocess.run(
+        ["ps", "-o", "pid,args", "-g", str(launcher.pid)], capture_output=True, text=True
+    ).stdout
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True

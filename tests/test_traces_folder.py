@@ -184,3 +184,14 @@ def test_the_real_jobs_straggler_computes_longest(real_rows):
     medians = [sum(r["compute_us_per_range"]) / 2 for r in real_rows]  # of two steps
     assert found["straggler"] == medians.index(max(medians))
     assert found["low"] <= found["value"] <= found["high"] and found["value"] > 1
+
+
+def test_a_negative_rank_in_distributed_info_is_refused_naming_the_trace(tmp_path):
+    """distributedInfo.rank -1 was taken as a rank (folders rank-1/, which analyze refused)."""
+    from attn.traces.ranks.folder import rank_of
+    from attn.traces.read.trace import TraceFormatError
+
+    path = tmp_path / "rank0" / "trace.json.gz"
+    with pytest.raises(TraceFormatError, match="trace.json.gz: distributedInfo.rank is -1, not a"):
+        rank_of({"distributedInfo": {"rank": -1}}, path)
+    assert rank_of({"distributedInfo": {"rank": 3}}, path) == 3

@@ -282,7 +282,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list, str]]:
         "ops_per_forward": 2, "kernels_per_forward": 1, "memcpy_per_forward": {},
         "memset_per_forward": 0, "peak_memory_bytes": MIB,
     }))  # fmt: skip
-    return {
+    cases = {
         "missing": ([run, tmp_path / "nope"], "nope: no such file"),
         "set and run": ([run.parent, run], "is a set of variants and"),
         "empty folder": ([run, empty], "empty"),
@@ -291,12 +291,57 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list, str]]:
         "newer summary": ([run, newer], "schema 99"),
         "json over an input": ([run, run, "--json", run / artifacts.TRACE], "is an input"),
     }
+    return {**cases, **_bad_numbers(tmp_path, run.parent)}
+
+
+def _summary(folder: Path, peak) -> Path:
+    """A variant folder whose summary.json (written as given: NaN, Infinity) says its peak."""
+    run = write_run(folder)
+    (run / artifacts.SUMMARY).write_text(json.dumps({
+        "variant": "naive", "forwards": 2, "cpu_time_us": 1.0, "device_time_us": None,
+        "ops_per_forward": 2, "kernels_per_forward": 1, "memcpy_per_forward": {},
+        "memset_per_forward": 0, "peak_memory_bytes": peak,
+    }))  # fmt: skip
+    return run
+
+
+def _bad_numbers(tmp_path: Path, good: Path) -> dict[str, tuple[list, str]]:
+    """Times and peaks that are no measurement: the gate read them as a verdict ("inf×" exit 0,
+    `true` as 1 us, a NaN peak as a regression) or ended in a traceback."""
+    timing(good, naive=(100, 90, 110))
+    cases: dict[str, tuple[list, str]] = {}
+    inf = float("inf")
+    for name, medians in {
+        "median Infinity in B": (inf, 90, inf),
+        "median true in B": (True, True, True),
+        "median 400 digits in B": (10**400, 90, 10**401),
+    }.items():
+        folder = write_run(tmp_path / name / "naive").parent
+        timing(folder, naive=medians)
+        cases[name] = ([good, folder, "--fail-on", "time"], "timing.json")
+    a_inf = write_run(tmp_path / "a inf" / "naive").parent
+    timing(a_inf, naive=(inf, 90, inf))
+    cases["median Infinity in A"] = ([a_inf, good, "--fail-on", "time"], "is inf, not a finite")
+    listed = write_run(tmp_path / "listed" / "naive").parent
+    rows = [{"variant": ["naive"], "median_us": 1, "low_us": 1, "high_us": 1, "repeats": 1}]
+    (listed / artifacts.TIMING).write_text(json.dumps({"rows": rows}))
+    cases["variant a list"] = ([good, listed, "--fail-on", "time"], "rows[0].variant is ['naive']")
+    deep = write_run(tmp_path / "deep" / "naive").parent
+    (deep / artifacts.TIMING).write_text("[" * 100_000 + "]" * 100_000)
+    cases["timing nested 100k deep"] = ([good, deep, "--fail-on", "time"], "nested deeper")
+    fine = _summary(tmp_path / "fine peak", MIB)
+    for name, peak in {"NaN": float("nan"), "Infinity": inf, "-5": -5}.items():
+        run = _summary(tmp_path / f"peak {name}", peak)
+        cases[f"peak {name} in A"] = ([run, fine, "--fail-on", "peak"], "peak_memory_bytes")
+    return cases
 
 
 @pytest.mark.parametrize(
     "case",
     ["missing", "set and run", "empty folder", "not a trace", "broken timing", "newer summary",
-     "json over an input"],
+     "json over an input", "median Infinity in B", "median true in B", "median 400 digits in B",
+     "median Infinity in A", "variant a list", "timing nested 100k deep", "peak NaN in A",
+     "peak Infinity in A", "peak -5 in A"],
 )  # fmt: skip
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, case):
     argv, named = _bad_inputs(tmp_path)[case]
@@ -325,6 +370,20 @@ def test_json_carries_its_schema_the_verdict_and_each_pair(tmp_path, capsys):
     (pair,) = data["pairs"]
     assert {"a", "b", "notes", "rows", "headline", "timing_median_us"} <= set(pair)
     assert pair["a"]["memcpy_per_forward"] == {} and pair["b"]["memcpy_per_forward"] == {"DtoD": 1}
+
+
+def test_json_leaves_out_the_folder_each_side_is_in(tmp_path, monkeypatch):
+    """`--json` kept `/srv/<user-name>/base/naive` whole: the scrub knew home, temp and the
+    checkout, not every folder a CI machine keeps its baseline in."""
+    from attn.traces.compare.gate import shared_paths
+    from attn.traces.read.scrub import Scrubber
+
+    side = Path("/srv/someone/base/naive")
+    scrubbed = Scrubber(shared_paths(side, Path("before/naive"))).value({"a": str(side)})
+    assert scrubbed == {"a": "<redacted>/naive"}
+    a, b = two_sets(tmp_path)
+    assert main([str(a), str(b), "--json", str(tmp_path / "gate.json")]) == 0
+    assert str(tmp_path) not in (tmp_path / "gate.json").read_text()
 
 
 def test_summaries_carry_their_schema_and_older_ones_are_read(tmp_path):

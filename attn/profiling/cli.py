@@ -41,7 +41,7 @@ from attn.profiling.flags import (
     wide_console,
 )
 from attn.traces.common import artifacts
-from attn.traces.common.atomic import RefusedOutput, check_output, write_json
+from attn.traces.common.atomic import RefusedOutput, check_output, staged_set, write_json
 from attn.traces.common.terminal import say, shown
 from attn.traces.compare import gate
 from attn.traces.diagnosis import diagnose
@@ -110,24 +110,39 @@ def progress_bar(console: Console) -> Progress:
 
 
 def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console: Console) -> int:
-    """`profile(variant, its config)` for each named variant under a progress bar, then the set's
-    files and a report; a variant that fails is reported and the others still run."""
-    from attn.profiling import viewer  # its own entry point too: imported when used
-    from attn.profiling.config import config_for
-    from attn.profiling.machine_load import (
-        adopting_orphans,
-        busy_line,
-        load_before_a_run,
-        load_now,
-        load_over,
-    )
-    from attn.profiling.run import finish_set, removed_viewers_line, replaced_set_line
+    """`profile(variant, its config, out)` for each named variant under a progress bar, then the
+    set's files and a report; a variant that fails is reported and the others still run."""
+    from attn.profiling.environment import hardware_slug
+    from attn.profiling.machine_load import busy_line, load_before_a_run
+    from attn.profiling.run import removed_viewers_line, replaced_set_line
 
-    folders, failed = [], []
     if replaced := replaced_set_line(out, config.device):
         console.print(shown(replaced))
     if busy := busy_line(load_before_a_run()):
         console.print(busy)
+    set_folder = artifacts.hardware_dir(out, hardware_slug(config.device))
+    # Into a copy of the set beside it, swapped in only when the run is whole: an interrupted or
+    # failed run leaves every committed file as it was (a SIGINT at 120 s had changed 40).
+    with staged_set(set_folder) as staged:
+        folders, failed = _profile_all(names, profile, config, staged, console)
+    folders = [set_folder / f.name for f in folders]
+    report(folders, console)
+    if removed := removed_viewers_line(out, config.device):
+        say(removed, err=True)
+    for line in failed:
+        say(f"error: {line}", err=True)
+    return 1 if failed else 0
+
+
+def _profile_all(names, profile, config: ProfileConfig, out: Path, console: Console):
+    """(the folders written, the failures) of profiling each variant into out, then the set's
+    files (environment, overview, diffs, manifest)."""
+    from attn.profiling import viewer  # its own entry point too: imported when used
+    from attn.profiling.config import config_for
+    from attn.profiling.machine_load import adopting_orphans, load_now, load_over
+    from attn.profiling.run import finish_set
+
+    folders, failed = [], []
     with adopting_orphans():  # a browser's renderers outlive it: their CPU time is the run's
         before = load_now()
         with progress_bar(console) as progress, viewer.session():  # one browser for every shot
@@ -136,7 +151,7 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
                 progress.update(progress.tasks[0].id, description=f"profiling {name}")
                 start = time.perf_counter()
                 try:  # a decode step for the decoding variants
-                    folders.append(profile(attn.get_variant(name), config_for(name, config)))
+                    folders.append(profile(attn.get_variant(name), config_for(name, config), out))
                 except ProfilingError as exc:
                     failed.append(str(exc))
                 # A line per variant, in a log too: a long run never goes a minute without one.
@@ -145,12 +160,7 @@ def run(names: Sequence[str], profile, config: ProfileConfig, out: Path, console
                 )
         load = load_over(before, load_now())
     finish_set(out, config.device, load)
-    report(folders, console)
-    if removed := removed_viewers_line(out, config.device):
-        say(removed, err=True)
-    for line in failed:
-        say(f"error: {line}", err=True)
-    return 1 if failed else 0
+    return folders, failed
 
 
 def report(folders: Sequence[Path], console: Console) -> None:
@@ -190,7 +200,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     check_all_fit(args.variants, config)
 
     shot = not args.no_screenshot
-    profile = lambda variant, config: profile_variant(variant, config, args.out, screenshot=shot)  # noqa: E731
+    profile = lambda variant, config, out: profile_variant(variant, config, out, screenshot=shot)  # noqa: E731
     return run(args.variants, profile, config, args.out, console)
 
 
@@ -202,12 +212,12 @@ def cmd_example(args: argparse.Namespace, console: Console) -> int:
     names, config = args.variants or specs.names(), config_from(args)
     check_all_fit(names, config)  # the script would grow until the kernel ended it, unsaid
 
-    def profile(variant, config):
+    def profile(variant, config, out: Path):
         path, *flags = specs.spec(variant.name).example
         if not (CHECKOUT / path).is_file():
             raise ProfilingError(f"{path} is not here: the examples live in the repository")
         script = [str(CHECKOUT / path), *flags]
-        return profile_example(variant, script, config, args.out, screenshot=not args.no_screenshot)
+        return profile_example(variant, script, config, out, screenshot=not args.no_screenshot)
 
     return run(names, profile, config, args.out, console)
 

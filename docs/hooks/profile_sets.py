@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 import os
 import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import PIL.Image
+from image_sizes import png_size
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
-from set_svg import BadSvg, check_svg
+from set_svg import BadSvg, check_svg, clean_svg
 
-from attn.traces.common import artifacts, intervals
+from attn.traces.common import artifacts, intervals, jsonfile
 from attn.traces.common import set_schema as schema
 from attn.traces.figures import peaks_figure
 
@@ -37,9 +37,9 @@ class BrokenSet(PluginError):
 def read_json(path: Path, kind: type = dict, fits: schema.Schema | None = None):
     """The JSON at path, which must be a `kind` that fits the schema, or BrokenSet."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise BrokenSet(f"profiles hook: cannot read {path}: {e}") from e
+        data = jsonfile.load(path)  # depth and numbers checked: one line, never a RecursionError
+    except jsonfile.BadJson as e:
+        raise BrokenSet(f"profiles hook: {e}") from e
     if not isinstance(data, kind):
         raise BrokenSet(
             f"profiles hook: {path} holds a {type(data).__name__}, not a {kind.__name__}"
@@ -124,24 +124,41 @@ def check_file(path: Path) -> None:
     """A published artifact must be whole: gzip JSON traces decode, pictures parse, data loads."""
     try:
         if path.name.endswith(".json.gz"):
-            trace = json.loads(gzip.decompress(path.read_bytes()))
+            trace = jsonfile.loads(gzip.decompress(path.read_bytes()), str(path))
             if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
                 raise ValueError("not a Chrome trace: no 'traceEvents' list")
         elif path.suffix == ".svg":
             check_svg(path.read_bytes())
         elif path.suffix == ".json":
-            json.loads(path.read_text(encoding="utf-8"))
+            jsonfile.load(path)
         elif path.name == artifacts.TABLE_MD:
             check_table(path)
         elif path.suffix == ".png":
+            _check_png_size(path)
             with PIL.Image.open(path) as image:  # a whole picture, not a PNG signature alone
                 image.verify()
         elif path.stat().st_size == 0:
             raise ValueError("empty")
     except BadSvg as e:
         raise BrokenSet(f"profiles hook: {path}: {e}") from e
+    except jsonfile.BadJson as e:  # it names the file and the field
+        raise BrokenSet(f"profiles hook: {e}") from e
     except (OSError, ValueError, EOFError, ElementTree.ParseError, PIL.UnidentifiedImageError) as e:
         raise BrokenSet(f"profiles hook: {path} is broken ({type(e).__name__}: {e})") from e
+
+
+MAX_PIXELS = 50_000_000  # a viewer screenshot is a few megapixels; PIL's own guard is a traceback
+
+
+def _check_png_size(path: Path) -> None:
+    """A PNG's size from its header, before anything decodes it: a header declaring 50,000 x
+    50,000 pixels would take gigabytes to open."""
+    with path.open("rb") as f:
+        size = png_size(f.read(24))
+    if size is None:
+        raise ValueError("not a PNG: no PNG signature and IHDR header")
+    if size[0] * size[1] > MAX_PIXELS:
+        raise ValueError(f"declares {size[0]} x {size[1]} pixels, over {MAX_PIXELS:,}")
 
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")  # what a set's folder may be called: safe in any URL
@@ -181,6 +198,8 @@ def load_set(folder: Path) -> dict:
     manifest = read_json(index, fits=schema.INDEX)
     variants = manifest["variants"]
     _check_folders(folder, index, variants)
+    for name in manifest.get("diffs", []):  # read whole before any page shows one
+        read_json(folder / artifacts.DIFF_DIR / name)
     summaries = {
         name: _check_variant(folder, index, name, entry) for name, entry in variants.items()
     }
@@ -319,7 +338,16 @@ def artifact_files(root: Path, config) -> list[File]:
         found += [
             folder / f for f in (artifacts.DIAGNOSIS, artifacts.VIEWER) if (folder / f).is_file()
         ]
-    return [
-        File.generated(config, "profiles/" + p.relative_to(root).as_posix(), abs_src_path=str(p))
-        for p in sorted(found)
-    ]
+    return [_published(config, root, p) for p in sorted(found)]
+
+
+def _published(config, root: Path, path: Path) -> File:
+    """A set's file as the site publishes it: a picture written again from what the SVG allowlist
+    kept (set_svg.clean_svg), anything else as it is."""
+    uri = "profiles/" + path.relative_to(root).as_posix()
+    if path.suffix == ".svg":
+        try:
+            return File.generated(config, uri, content=clean_svg(path.read_bytes()))
+        except BadSvg as e:
+            raise BrokenSet(f"profiles hook: {path}: {e}") from e
+    return File.generated(config, uri, abs_src_path=str(path))

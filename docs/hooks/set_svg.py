@@ -5,6 +5,12 @@ A set's SVG is published as a file: opened on its own, the site's origin runs wh
 a picture may hold shapes, text, styles and references inside itself (`#id`), and nothing else: no
 script, no event handler, no foreignObject, no link or image, no reference to another file or
 address, no entity of its own. `check_svg` raises BadSvg naming the element or attribute.
+
+Nothing around the elements either: no processing instruction (`<?xml-stylesheet?>` makes the
+browser transform or style the picture with another file), no DOCTYPE, and in a style no function
+but the few matplotlib writes (`url(#id)`, a transform, a colour), so no `image-set()` or
+`@import` fetches. What is published is `clean_svg`'s: the picture written again from the parsed
+elements, so that nothing the parser passed over reaches the page.
 """
 
 from __future__ import annotations
@@ -46,8 +52,15 @@ ATTRIBUTES = {
     f"{{{RDF}}}resource", f"{{{RDF}}}about",
 }  # fmt: skip
 REFERENCES = {"href", f"{{{XLINK}}}href"}  # to an element of the picture: '#id' only
-# What a value or a stylesheet may not hold: a url() to anything but '#id', an import, script.
-FORBIDDEN = re.compile(r"url\s*\(\s*(?!['\"]?#)|@import|expression\s*\(|javascript:|\\", re.I)
+# What a value or a stylesheet may not hold: a url() to anything but '#id', an at-rule (@import),
+# an escape, script, or a function matplotlib does not write (image-set(), image(), src() fetch).
+FORBIDDEN = re.compile(r"url\s*\(\s*(?!['\"]?#)|@|expression\s*\(|javascript:|\\", re.I)
+STANDARD_DOCTYPE = re.compile(  # matplotlib's; written again, the picture holds none
+    r'<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1\.1//EN"\s+'
+    r'"http://www\.w3\.org/Graphics/SVG/1\.1/DTD/svg11\.dtd">'
+)
+FUNCTION = re.compile(r"([\w-]+)\s*\(")
+FUNCTIONS = {"url", "rgb", "rgba", "matrix", "translate", "scale", "rotate", "skewx", "skewy"}
 
 
 class BadSvg(ValueError):
@@ -69,22 +82,52 @@ def _name(tag: str) -> str:
     return PREFIXES[namespace] + local if namespace in PREFIXES else tag
 
 
-def check_svg(data: bytes) -> None:
-    """Raise BadSvg unless the picture holds only allowed elements, attributes and values."""
+class _Builder(ElementTree.TreeBuilder):
+    """A tree builder that refuses a processing instruction wherever it is, before the root too
+    (TreeBuilder drops those outside an element, and the browser obeys them)."""
+
+    def pi(self, target: str, text: str | None = None) -> None:
+        raise BadSvg(f"a processing instruction <?{target} {(text or '')[:80]}?>")
+
+
+def check_svg(data: bytes) -> ElementTree.Element:
+    """The picture's root element; BadSvg unless it holds only allowed elements, attributes and
+    values, with no processing instruction and no DOCTYPE but the standard one."""
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise BadSvg(f"not UTF-8 ({e})") from None
-    if "<!ENTITY" in source or re.search(r"<!DOCTYPE[^>\[]*\[", source):
-        raise BadSvg("an entity or a DOCTYPE of its own: only the standard SVG DOCTYPE is allowed")
-    builder = ElementTree.TreeBuilder(insert_pis=True)  # a processing instruction is refused
-    parser = ElementTree.XMLParser(target=builder)
+    if "<!ENTITY" in source:
+        raise BadSvg("an entity of its own")
+    if "<!DOCTYPE" in STANDARD_DOCTYPE.sub("", source, count=1).upper():
+        raise BadSvg("a DOCTYPE other than matplotlib's SVG 1.1 one (which clean_svg drops)")
+    parser = ElementTree.XMLParser(target=_Builder())
     parser.feed(source)
     root = parser.close()
     if root.tag != f"{{{SVG}}}svg":
         raise BadSvg(f"<{_name(str(root.tag))}> at its root, not <svg>")
     for element in root.iter():
         _check_element(element)
+    return root
+
+
+for _namespace, _prefix in PREFIXES.items():  # written again with the prefixes a file spells
+    if _namespace:
+        ElementTree.register_namespace(_prefix.rstrip(":"), _namespace)
+
+
+def clean_svg(data: bytes) -> bytes:
+    """The picture written again from what check_svg kept: elements, attributes, text; no
+    declaration, comment or instruction that was around them."""
+    root = check_svg(data)
+    return b'<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, "utf-8")
+
+
+def _style(value: str) -> str | None:
+    """What in a value or a stylesheet could fetch or run, or None."""
+    if m := FORBIDDEN.search(value):
+        return m[0]
+    return next((m[0] for m in FUNCTION.finditer(value) if m[1].lower() not in FUNCTIONS), None)
 
 
 def _check_element(element: ElementTree.Element) -> None:
@@ -100,7 +143,7 @@ def _check_element(element: ElementTree.Element) -> None:
             raise BadSvg(f"{where} is not an attribute a picture may hold")
         if key in REFERENCES and not value.startswith("#"):
             raise BadSvg(f"{where} is {value[:80]!r}: a picture refers to its own '#id' only")
-        if FORBIDDEN.search(value):
+        if _style(value):
             raise BadSvg(f"{where} is {value[:80]!r}: no url() but '#id', import or script")
-    if local == "style" and FORBIDDEN.search(element.text or ""):
-        raise BadSvg(f"<style> holds {FORBIDDEN.search(element.text)[0]!r}: no url() but '#id'")
+    if local == "style" and (found := _style(element.text or "")):
+        raise BadSvg(f"<style> holds {found!r}: no url() but '#id', no import, no image-set()")

@@ -178,6 +178,34 @@ def atomic_folder(dest: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+    _swap_in(scratch, dest)
+
+
+@contextlib.contextmanager
+def staged_set(dest: Path) -> Iterator[Path]:
+    """Yield a scratch root beside the set `dest` holding a copy of it under its own name
+    (`root/<dest.name>`), for a run to write into as it would into dest's parent; when the run
+    ends whole, the copy replaces dest in one swap; interrupted or failed, dest is as it was."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(dest.parent)  # a killed run's root: its pid is gone
+    root = with_umask(Path(tempfile.mkdtemp(prefix=scratch_prefix(dest.name), dir=dest.parent)))
+    try:
+        if dest.is_dir():
+            shutil.copytree(dest, root / dest.name, symlinks=True)
+        yield root
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        if (root / dest.name).is_dir():
+            _swap_in(root / dest.name, dest)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _swap_in(scratch: Path, dest: Path) -> None:
+    """Put the folder scratch at dest, the previous dest removed; never neither on disk."""
     with _locked(dest.parent):  # two runs writing one set: each swap whole, one after the other
         if dest.exists() and _exchange(scratch, dest):
             shutil.rmtree(scratch, ignore_errors=True)  # the previous set, now under scratch's name

@@ -9,6 +9,7 @@ that interval holds the value the claim turns on.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from attn.traces.common.units import time_text
 
@@ -43,9 +44,16 @@ class BadTiming(ValueError):
 
 def checked(row: dict, where: str = "a timing row") -> dict:
     """The row, once its median, interval and repeats are there and in order; else BadTiming."""
-    missing = [f for f in FIELDS if not isinstance(row.get(f), int | float)]
+
+    def number(value) -> bool:  # true is no time, nor is Infinity
+        return (
+            not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+        )
+
+    missing = [f for f in FIELDS if not number(row.get(f))]
     if missing:
-        raise BadTiming(f"{where} has no number for {', '.join(missing)}")
+        shown = ", ".join(f"{f} ({row.get(f)!r})" for f in missing)
+        raise BadTiming(f"{where} has no finite number for {shown}")
     low, median, high = row["low_us"], row["median_us"], row["high_us"]
     if not 0 < low <= median <= high:
         raise BadTiming(

@@ -12,12 +12,11 @@ same time, while a change in calls is a change in what ran.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from attn.traces.common import artifacts
+from attn.traces.common import artifacts, jsonfile
 from attn.traces.common.atomic import write_json
 from attn.traces.common.markdown import code, text
 from attn.traces.common.terminal import wide_console
@@ -42,10 +41,10 @@ CALLS_EPS = 1e-9  # calls per forward are means over ranges: floats
 
 def _summary(path: Path) -> dict:
     """A variant's summary; TraceFormatError naming the file when it is not one."""
-    try:
-        summary = json.loads(path.read_text())
-    except ValueError as e:
-        raise TraceFormatError(f"{path}: not JSON ({e})") from e
+    try:  # nesting and numbers checked: one line, never a RecursionError
+        summary = jsonfile.load(path)
+    except jsonfile.BadJson as e:
+        raise TraceFormatError(str(e)) from e
     counts = int | float | dict | type(None)  # memcpy is counted by direction
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), counts) for k in TOTALS):
         raise TraceFormatError(f"{path}: not a summary (rerun the profile, or diff the traces)")

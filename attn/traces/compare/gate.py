@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from attn.traces.common import artifacts, intervals
+from attn.traces.common import artifacts, intervals, jsonfile
 from attn.traces.common.atomic import RefusedOutput, check_output, write_json
 from attn.traces.common.terminal import say
 from attn.traces.common.units import bytes_text, count_text
@@ -30,7 +29,7 @@ from attn.traces.compare.diff import (
     name_rank,
     print_diff,
 )
-from attn.traces.read.scrub import Scrubber
+from attn.traces.read.scrub import Scrubber, local_paths
 from attn.traces.read.trace import TraceFormatError
 
 SCHEMA = 1  # of what `diff --json` writes; raised when a field changes meaning or goes
@@ -136,14 +135,18 @@ def timing_rows(folder: Path, cache: dict[Path, dict | None]) -> dict | None:
         path = folder / artifacts.TIMING
         cache[folder] = None
         if path.is_file():
-            try:
-                rows = json.loads(path.read_text()).get("rows")
-            except (ValueError, AttributeError) as e:
-                raise TraceFormatError(f"{path}: not the timing pass's output ({e})") from e
+            try:  # nesting and numbers checked: one line, never a RecursionError
+                rows = jsonfile.load(path, dict).get("rows")
+            except jsonfile.BadJson as e:
+                raise TraceFormatError(f"{e} (not the timing pass's output)") from e
             if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
                 raise TraceFormatError(f"{path}: no list of rows (rerun the timing pass)")
             found: dict[str, list] = {}
-            for r in rows:
+            for i, r in enumerate(rows):
+                if not isinstance(r.get("variant"), str):
+                    raise TraceFormatError(
+                        f"{path}: rows[{i}].variant is {r.get('variant')!r}, not a variant's name"
+                    )
                 where = f"{path}: {r.get('variant')}"
                 found.setdefault(r.get("variant"), []).append(intervals.checked(r, where))
             cache[folder] = found
@@ -198,6 +201,12 @@ def peak_finding(label: str, data: dict, rule: Rule) -> tuple[dict | None, bool]
         side = "A" if a is None else "B"
         text = f"peak memory: not recorded in {side} (profile with profile_memory=True)"
         return finding(label, str(rule), text, kind="peak_memory_bytes", a=a, b=b), False
+    for side, value in (("A", a), ("B", b)):  # a count of bytes: NaN or -5 is no verdict
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 2**63:
+            raise TraceFormatError(
+                f"{data[side.lower()]['source']}: peak_memory_bytes in {side} is {value!r}, "
+                "not a count of bytes"
+            )
     if b <= a * (1 + rule.share):
         return None, False
     rise = f"+{(b - a) / a:.0%}" if a else "from nothing"
@@ -254,6 +263,13 @@ def _judge(data: dict, rules: list[Rule], times: tuple[dict | None, dict | None]
         else:
             failed += row_findings(label, data["rows"], rule)
     return failed, unsure
+
+
+def shared_paths(*sides: Path) -> list[str]:
+    """The folders a shared `--json` leaves out: the scrub's (home, temp, checkout) and the folder
+    each side is in (`/srv/<user-name>/base/naive` -> `<redacted>/naive`), longest first."""
+    found = {*local_paths(), *(str(Path(s).absolute().parent) for s in sides)}
+    return sorted((p for p in found if len(p) > 1), key=len, reverse=True)
 
 
 def gate(a: Path | str, b: Path | str, rules: list[Rule], range_name: str | None = None) -> dict:
@@ -366,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
         result = gate(args.a, args.b, rules, args.range)
         report(result, args.all)
         if args.json is not None:  # a file to share, as a published trace is: no local path
-            write_json(args.json, Scrubber().value(result))
+            write_json(args.json, Scrubber(shared_paths(args.a, args.b)).value(result))
             say(f"written: {args.json}")
     except (TraceFormatError, intervals.BadTiming, RefusedOutput, OSError) as exc:
         say(f"error: {exc}", err=True)

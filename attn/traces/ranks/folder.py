@@ -49,6 +49,8 @@ def rank_of(raw: dict, path: Path) -> int | None:
     rank3, trace_3.json), else None."""
     info = raw.get("distributedInfo")
     if isinstance(info, dict) and type(info.get("rank")) is int:
+        if info["rank"] < 0:  # rank-1/ folders that analyze then refused as not its own
+            raise TraceFormatError(f"{path}: distributedInfo.rank is {info['rank']}, not a rank")
         return info["rank"]
     named = re.search(r"rank[-_]?(\d+)", f"{path.parent.name}/{path.name}", re.I)
     named = named or re.search(r"(\d+)\D*$", path.name.split(".")[0])

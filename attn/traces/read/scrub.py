@@ -21,6 +21,8 @@ from pathlib import Path
 
 import orjson
 
+from attn.traces.read.reading import TraceFormatError
+
 REDACTED = "<redacted>"
 CHUNK = 5_000  # events scrubbed and written at a time: a megabyte or two of JSON, three copies
 # Dropped wherever they appear: host names, and addresses such as distributedInfo.master_addr.
@@ -213,8 +215,24 @@ class Scrubber:
 def _dumps(value) -> bytes:
     try:
         return orjson.dumps(value)
-    except TypeError:  # an integer past 64 bits, read by the standard library's parser
-        return json.dumps(value).encode()
+    except TypeError as e:
+        if "Recursion" not in str(e):  # an integer past 64 bits, read by the standard library
+            return json.dumps(value).encode()
+        # orjson writes 255 levels, the standard library as deep as the stack: refused here, in
+        # one line, where the fallback ended analyze in RecursionError.
+        raise TraceFormatError(f"{_named(value)} is nested over 255 levels deep") from None
+
+
+def _named(value) -> str:
+    """What a value too deep to write is: the first event of it that is too deep, by name."""
+    events = value if isinstance(value, list) else [value]
+    for e in events:
+        try:
+            orjson.dumps(e)
+        except TypeError:
+            name = e.get("name") if isinstance(e, dict) else None
+            return f"the event {str(name)[:80]!r}" if name is not None else "a value of the trace"
+    return "the trace's events"
 
 
 def write_trace(trace: dict, path: Path, scrubber: Scrubber | None = None) -> Path:
