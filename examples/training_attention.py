@@ -26,8 +26,9 @@ With ``--impl naive`` it writes ``runs/train_naive/trace.json.gz``, ``runs/train
 and ``runs/train_naive/saved.json`` (what autograd saved). Copy it together with the module of the
 attention you train, kept at its relative path: ``attn/naive.py`` (naive), ``attn/inplace.py``
 (inplace), ``attn/sdpa.py`` (sdpa_math, sdpa_flash) or ``attn/flex.py`` with ``attn/inductor.py``
-(flex); torch is all they need. ``--impl custom_cpu`` trains through our C++ op, which comes with the package
-(``pip install .`` in a checkout).
+(flex); torch is all they need. ``--impl custom_cpu`` trains through our C++ op and its fused
+backward kernel, ``--impl custom_cpu_recompute`` through the same forward with a backward of PyTorch
+ops; both come with the package (``pip install .`` in a checkout).
 """
 
 import argparse
@@ -39,7 +40,15 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-IMPLS = ("naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu", "flex")
+IMPLS = (
+    "naive",
+    "inplace",
+    "sdpa_math",
+    "sdpa_flash",
+    "custom_cpu",
+    "custom_cpu_recompute",
+    "flex",
+)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -100,7 +109,8 @@ def attention(impl: str):
         return FlexAttention()
     from attn.custom_cpu import CustomCpuVariant  # our C++ op: needs the installed package
 
-    return CustomCpuVariant().forward
+    # custom_cpu: the fused C++ backward; custom_cpu_recompute: a backward of PyTorch ops.
+    return CustomCpuVariant("recompute" if impl.endswith("_recompute") else "fused").forward
 
 
 # --8<-- [start:step]

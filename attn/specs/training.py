@@ -9,6 +9,7 @@ from attn.traces.claims.shape_checks import (
     INPUT_SIZED,
     ROW_STATISTIC,
     SCORE_SIZED,
+    backward_allocates_under_a_score_matrix,
     keeps,
     peak_in_score_matrices,
     score_sized_input,
@@ -26,6 +27,7 @@ from attn.traces.read.patterns import (
     FLASH_BACKWARD_KERNEL,
     FUSED_CPU_BACKWARD,
     INDUCTOR_TEMPLATE,
+    OUR_CPU_BACKWARD,
     SOFTMAX_OPS,
     exactly,
 )
@@ -153,9 +155,10 @@ SPECS: tuple[Spec, ...] = (
         sweeps=("training",),
     ),
     train(
-        "train_custom_cpu", "Training: our C++ op",
+        "train_custom_cpu_recompute", "Training: our C++ op, a backward of PyTorch ops",
         "our op keeps only q, k, v; its backward recomputes the scores with PyTorch ops",
-        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"), exactly("aten::softmax"),
+        lambda: V.CustomCpuVariant("recompute"), ("attn/custom_cpu.py", "attn/custom_ops.py"),
+        exactly("aten::softmax"),
         claims=(
             Claim("keeps-q-k-v", "cpu",
                 "Our op keeps only q, k and v for the backward (ctx.save_for_backward in "
@@ -177,6 +180,35 @@ SPECS: tuple[Spec, ...] = (
                 "The backward takes more than five times the forward's time: the forward is one "
                 "tiled C++ op, the backward a dozen PyTorch ops over whole score matrices.",
                 backward_over_forward(5), at_scale=True),
+        ),
+        sweeps=("training",),
+    ),
+    train(
+        "train_custom_cpu", "Training: our C++ op and its fused backward",
+        "our fused backward keeps one number per row and recomputes the scores tile by tile",
+        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"),
+        exactly(OUR_CPU_BACKWARD),
+        claims=(
+            Claim("keeps-output-and-lse", "cpu",
+                "With the fused backward our op keeps q, k, v, the output and the logsumexp of "
+                "each query row ([batch, heads, seq_q], float32): nothing score-sized.",
+                keeps(INPUT_SIZED, ROW_STATISTIC, lacks=(SCORE_SIZED, "seq_q × seq_k", "other"))),
+            Claim("backward-allocates-nothing-score-sized", "cpu",
+                f"The backward is one op, {OUR_CPU_BACKWARD}, with no softmax and no aten::bmm, "
+                "and no allocation under attn_bwd reaches one score matrix.",
+                both(
+                    in_backward(both(
+                        present(OUR_CPU_BACKWARD), absent(*SOFTMAX_OPS, "aten::bmm")
+                    )),
+                    backward_allocates_under_a_score_matrix,
+                )),
+            Claim("step-peak-under-one-score-matrix", "cpu",
+                "Forward and backward together stay under one score matrix, as flash's do.",
+                peak_in_score_matrices(0, key="peak_memory_step_bytes"), at_scale=True),
+            Claim("backward-at-most-three-times-forward", "cpu",
+                "The backward takes at most three times the forward's time: it recomputes the "
+                "scores and computes the gradients of q, k and v, tile by tile.",
+                backward_over_forward(3, at_most=True), at_scale=True),
         ),
         sweeps=("training",),
     ),
