@@ -28,7 +28,8 @@ attention you train, kept at its relative path: ``attn/naive.py`` (naive), ``att
 (inplace), ``attn/sdpa.py`` (sdpa_math, sdpa_flash) or ``attn/flex.py`` with ``attn/inductor.py``
 (flex); torch is all they need. ``--impl custom_cpu`` trains through our C++ op and its fused
 backward kernel, ``--impl custom_cpu_recompute`` through the same forward with a backward of PyTorch
-ops; both come with the package (``pip install .`` in a checkout).
+ops, and ``--impl custom_triton`` (on a GPU) through our Triton kernel and its backward; they come
+with the package (``pip install .`` in a checkout).
 """
 
 import argparse
@@ -47,6 +48,7 @@ IMPLS = (
     "sdpa_flash",
     "custom_cpu",
     "custom_cpu_recompute",
+    "custom_triton",
     "flex",
 )
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -107,6 +109,10 @@ def attention(impl: str):
         from attn.flex import FlexAttention
 
         return FlexAttention()
+    if impl == "custom_triton":  # our Triton kernel: needs the installed package and a GPU
+        from attn.custom_triton import CustomTritonVariant
+
+        return CustomTritonVariant().forward
     from attn.custom_cpu import CustomCpuVariant  # our C++ op: needs the installed package
 
     # custom_cpu: the fused C++ backward; custom_cpu_recompute: a backward of PyTorch ops.

@@ -30,6 +30,7 @@ def test_the_training_specs_are_the_chapters():
             "sdpa_flash",
             "custom_cpu_recompute",
             "custom_cpu",
+            "custom_triton",
             "flex",
         )
     ]

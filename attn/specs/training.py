@@ -28,6 +28,7 @@ from attn.traces.read.patterns import (
     FUSED_CPU_BACKWARD,
     INDUCTOR_TEMPLATE,
     OUR_CPU_BACKWARD,
+    OUR_TRITON_BACKWARD_KERNEL,
     SOFTMAX_OPS,
     exactly,
 )
@@ -211,6 +212,18 @@ SPECS: tuple[Spec, ...] = (
                 backward_over_forward(3, at_most=True), at_scale=True),
         ),
         sweeps=("training",),
+    ),
+    train(
+        "train_custom_triton", "Training: our Triton kernel and its backward",
+        "our Triton backward: a delta kernel, dK and dV over key blocks, dQ over query blocks",
+        lambda: V.CustomTritonVariant(), ("attn/custom_triton.py",), None,
+        claims=(
+            keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
+            Claim("gpu-our-backward-kernels", "cuda",
+                "The backward runs our own Triton kernels under attn_bwd (_attn_bwd_preprocess, "
+                "_attn_bwd_dkdv, _attn_bwd_dq), not a library's.",
+                in_backward(kernel_matching(OUR_TRITON_BACKWARD_KERNEL))),
+        ),
     ),
     train(
         "train_flex", "Training: FlexAttention",
