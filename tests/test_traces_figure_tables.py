@@ -122,10 +122,11 @@ def test_benchmark_table_gives_the_backward_its_stored_verdicts_and_its_ratio_to
         "- `custom_cpu`: faster at 1 of 2 shapes, cannot tell at 1 (float32 1024 × 64, causal)."
         in out
     )
-    lines = [line for line in out.splitlines() if line.startswith("| `custom_cpu` | float32")]
+    below = out[out.index("**The backward**") :].splitlines()  # the forward's table comes first
+    lines = [line for line in below if line.startswith("| `custom_cpu` | float32")]
     assert len(lines) == 2 and "0.50×<br><small>0.40–0.60×, faster" in lines[0]
     assert "2.00×<br><small>1.80–2.20×</small>" in lines[0]  # over its own forward: no verdict
-    assert not any(line.startswith("| `sdpa_flash`") for line in out.splitlines())
+    assert not any(line.startswith("| `sdpa_flash`") for line in below)
     # A set benchmarked before the backward was timed says so, and shows no backward row.
     assert "**The backward.** Not measured in this set" in benchmark_table(BENCH, "sdpa_flash")
 
