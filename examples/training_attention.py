@@ -26,8 +26,10 @@ With ``--impl naive`` it writes ``runs/train_naive/trace.json.gz``, ``runs/train
 and ``runs/train_naive/saved.json`` (what autograd saved). Copy it together with the module of the
 attention you train, kept at its relative path: ``attn/naive.py`` (naive), ``attn/inplace.py``
 (inplace), ``attn/sdpa.py`` (sdpa_math, sdpa_flash) or ``attn/flex.py`` with ``attn/inductor.py``
-(flex); torch is all they need. ``--impl custom_cpu`` trains through our C++ op, which comes with the package
-(``pip install .`` in a checkout).
+(flex); torch is all they need. ``--impl custom_cpu`` trains through our C++ op and its fused
+backward kernel, ``--impl custom_cpu_recompute`` through the same forward with a backward of PyTorch
+ops, and ``--impl custom_triton`` (on a GPU) through our Triton kernel and its backward; they come
+with the package (``pip install .`` in a checkout).
 """
 
 import argparse
@@ -39,7 +41,16 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-IMPLS = ("naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu", "flex")
+IMPLS = (
+    "naive",
+    "inplace",
+    "sdpa_math",
+    "sdpa_flash",
+    "custom_cpu",
+    "custom_cpu_recompute",
+    "custom_triton",
+    "flex",
+)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -98,9 +109,14 @@ def attention(impl: str):
         from attn.flex import FlexAttention
 
         return FlexAttention()
+    if impl == "custom_triton":  # our Triton kernel: needs the installed package and a GPU
+        from attn.custom_triton import CustomTritonVariant
+
+        return CustomTritonVariant().forward
     from attn.custom_cpu import CustomCpuVariant  # our C++ op: needs the installed package
 
-    return CustomCpuVariant().forward
+    # custom_cpu: the fused C++ backward; custom_cpu_recompute: a backward of PyTorch ops.
+    return CustomCpuVariant("recompute" if impl.endswith("_recompute") else "fused").forward
 
 
 # --8<-- [start:step]

@@ -52,6 +52,8 @@ def answer_values(kind: str, summaries: list[dict]) -> list[str]:
         return [mib(s["peak_memory_bytes"])]
     if kind == "saved-mib":
         return [mib(s["backward"]["saved_for_backward_bytes"])]
+    if kind == "step-peak-mib":
+        return [mib(s["backward"]["peak_memory_step_bytes"])]
     if kind in ("busiest-rank", "rank0-blocks"):
         return [", ".join(f"rank {r['rank']} {r['blocks']:g} blocks" for r in s["ranks"])]
     if kind in ("sends-per-rank", "send-mib"):

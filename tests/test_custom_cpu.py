@@ -1,4 +1,5 @@
-"""custom_cpu: our C++ FlashAttention kernel against the float64 reference."""
+"""custom_cpu: our C++ FlashAttention kernel against the float64 reference, its forward
+(csrc/cpu/flash_attention_cpu.cpp) and its fused backward (csrc/cpu/flash_attention_backward_cpu.cpp)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,16 @@ TRAINING = [s.name for s in specs.SPECS if s.trains]
 def test_the_training_specs_are_the_chapters():
     assert TRAINING == [
         f"train_{impl}"
-        for impl in ("naive", "inplace", "sdpa_math", "sdpa_flash", "custom_cpu", "flex")
+        for impl in (
+            "naive",
+            "inplace",
+            "sdpa_math",
+            "sdpa_flash",
+            "custom_cpu_recompute",
+            "custom_cpu",
+            "custom_triton",
+            "flex",
+        )
     ]
     assert all(attn.get_variant(n).trains for n in TRAINING)
     assert not any(v.trains for v in attn.variants() if v.name not in TRAINING)

@@ -107,6 +107,30 @@ def test_benchmark_table_gives_a_verdict_per_shape_and_counts_them():
     assert "against" not in benchmark_table(bare, "sdpa_flash")
 
 
+def test_benchmark_table_gives_the_backward_its_stored_verdicts_and_its_ratio_to_the_forward():
+    def backward(variant, verdict, ratio, seq=512):
+        timed = {"time_us": 300.0, "low_us": 280.0, "high_us": 330.0, "repeats": 5}
+        ranges = {"ratio_to_flash": ratio, "ratio_low": ratio - 0.1, "ratio_high": ratio + 0.1}
+        own = {"over_forward": 2.0, "over_forward_low": 1.8, "over_forward_high": 2.2}
+        row = {**BENCH[0 if variant == "sdpa_flash" else 1], "seq": seq}
+        return {**row, "backward": {**timed, **ranges, **own, "verdict": verdict}}
+
+    rows = [backward("sdpa_flash", "cannot tell", 1.0), backward("custom_cpu", "faster", 0.5)]
+    rows.append(backward("custom_cpu", "cannot tell", 1.0, seq=1024))
+    out = benchmark_table(rows, "sdpa_flash")
+    assert (
+        "- `custom_cpu`: faster at 1 of 2 shapes, cannot tell at 1 (float32 1024 × 64, causal)."
+        in out
+    )
+    below = out[out.index("**The backward**") :].splitlines()  # the forward's table comes first
+    lines = [line for line in below if line.startswith("| `custom_cpu` | float32")]
+    assert len(lines) == 2 and "0.50×<br><small>0.40–0.60×, faster" in lines[0]
+    assert "2.00×<br><small>1.80–2.20×</small>" in lines[0]  # over its own forward: no verdict
+    assert not any(line.startswith("| `sdpa_flash`") for line in below)
+    # A set benchmarked before the backward was timed says so, and shows no backward row.
+    assert "**The backward.** Not measured in this set" in benchmark_table(BENCH, "sdpa_flash")
+
+
 def test_no_committed_set_shows_a_rate_above_its_peak():
     """A share above 1 means a probe or a FLOP count is wrong (the benchmark refuses to write one);
     a set from before the peaks shows none."""

@@ -98,7 +98,28 @@ BACKWARD = [  # (a backward's name as a trace spells it, its implementation)
     ("_attn_bwd", "custom"),
     ("_bwd_kernel", "custom"),
     ("_ZN7ck_tile6kentryILi2ENS_20FmhaBwdDQDKDVKernelINS_", "custom"),
+    ("_attn_bwd_dkdv", "custom"),  # this project's Triton backward
+    ("void (anonymous namespace)::flash_bwd_dq_kernel(FlashBwdParams)", "custom"),  # and CUDA
 ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "starts"),
+    [
+        ("_attn_bwd_preprocess", True),
+        ("_attn_bwd_dkdv", False),
+        ("_attn_bwd_dq", False),
+        ("void (anonymous namespace)::flash_bwd_delta_kernel(FlashBwdParams)", True),
+        ("flash_bwd_dkdv_kernel", False),
+        ("void (anonymous namespace)::flash_bwd_dq_kernel(FlashBwdParams)", False),
+    ],
+)
+def test_our_backward_kernels_are_named_ours_and_the_first_starts_a_call(name, starts):
+    """Our Triton backward keeps the tutorial's _attn_bwd prefix; it is labelled as ours, not the
+    tutorial's, and its delta kernel (D = rowsum(dO * O)) starts a call as the tutorial's does."""
+    row = row_for(name)
+    assert row.what.startswith("this project's") and row.backward
+    assert row.helper is not starts
 
 
 @pytest.mark.parametrize(("name", "implementation"), NAMES)

@@ -9,6 +9,7 @@ from attn.traces.claims.shape_checks import (
     INPUT_SIZED,
     ROW_STATISTIC,
     SCORE_SIZED,
+    backward_allocates_under_a_score_matrix,
     keeps,
     peak_in_score_matrices,
     score_sized_input,
@@ -26,6 +27,8 @@ from attn.traces.read.patterns import (
     FLASH_BACKWARD_KERNEL,
     FUSED_CPU_BACKWARD,
     INDUCTOR_TEMPLATE,
+    OUR_CPU_BACKWARD,
+    OUR_TRITON_BACKWARD_KERNEL,
     SOFTMAX_OPS,
     exactly,
 )
@@ -153,9 +156,10 @@ SPECS: tuple[Spec, ...] = (
         sweeps=("training",),
     ),
     train(
-        "train_custom_cpu", "Training: our C++ op",
+        "train_custom_cpu_recompute", "Training: our C++ op, a backward of PyTorch ops",
         "our op keeps only q, k, v; its backward recomputes the scores with PyTorch ops",
-        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"), exactly("aten::softmax"),
+        lambda: V.CustomCpuVariant("recompute"), ("attn/custom_cpu.py", "attn/custom_ops.py"),
+        exactly("aten::softmax"),
         claims=(
             Claim("keeps-q-k-v", "cpu",
                 "Our op keeps only q, k and v for the backward (ctx.save_for_backward in "
@@ -179,6 +183,47 @@ SPECS: tuple[Spec, ...] = (
                 backward_over_forward(5), at_scale=True),
         ),
         sweeps=("training",),
+    ),
+    train(
+        "train_custom_cpu", "Training: our C++ op and its fused backward",
+        "our fused backward keeps one number per row and recomputes the scores tile by tile",
+        lambda: V.CustomCpuVariant(), ("attn/custom_cpu.py", "attn/custom_ops.py"),
+        exactly(OUR_CPU_BACKWARD),
+        claims=(
+            Claim("keeps-output-and-lse", "cpu",
+                "With the fused backward our op keeps q, k, v, the output and the logsumexp of "
+                "each query row ([batch, heads, seq_q], float32): nothing score-sized.",
+                keeps(INPUT_SIZED, ROW_STATISTIC, lacks=(SCORE_SIZED, "seq_q × seq_k", "other"))),
+            Claim("backward-allocates-nothing-score-sized", "cpu",
+                f"The backward is one op, {OUR_CPU_BACKWARD}, with no softmax and no aten::bmm, "
+                "and no allocation under attn_bwd reaches one score matrix.",
+                both(
+                    in_backward(both(
+                        present(OUR_CPU_BACKWARD), absent(*SOFTMAX_OPS, "aten::bmm")
+                    )),
+                    backward_allocates_under_a_score_matrix,
+                )),
+            Claim("step-peak-under-one-score-matrix", "cpu",
+                "Forward and backward together stay under one score matrix, as flash's do.",
+                peak_in_score_matrices(0, key="peak_memory_step_bytes"), at_scale=True),
+            Claim("backward-at-most-three-times-forward", "cpu",
+                "The backward takes at most three times the forward's time: it recomputes the "
+                "scores and computes the gradients of q, k and v, tile by tile.",
+                backward_over_forward(3, at_most=True), at_scale=True),
+        ),
+        sweeps=("training",),
+    ),
+    train(
+        "train_custom_triton", "Training: our Triton kernel and its backward",
+        "our Triton backward: a delta kernel, dK and dV over key blocks, dQ over query blocks",
+        lambda: V.CustomTritonVariant(), ("attn/custom_triton.py",), None,
+        claims=(
+            keeps_row_statistic("gpu-keeps-row-statistic", "cuda", "q, k, v, the output"),
+            Claim("gpu-our-backward-kernels", "cuda",
+                "The backward runs our own Triton kernels under attn_bwd (_attn_bwd_preprocess, "
+                "_attn_bwd_dkdv, _attn_bwd_dq), not a library's.",
+                in_backward(kernel_matching(OUR_TRITON_BACKWARD_KERNEL))),
+        ),
     ),
     train(
         "train_flex", "Training: FlexAttention",

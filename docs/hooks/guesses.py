@@ -210,6 +210,18 @@ QUESTIONS = {
         "it keeps less than you counted: something you expected to be saved is recomputed",
         _bytes("saved_for_backward_bytes", "saved for the backward"),
     ),
+    "step-peak-mib": Question(
+        1,
+        "How many MiB does one training step of <code>{a}</code> hold at its peak, from the start "
+        "of the forward to the end of the backward?",
+        (),
+        0.15,
+        "it holds more than you counted: the backward makes tensors of its own, gradients and what "
+        "it recomputes",
+        "it holds less than you counted: something you expected the backward to hold whole is "
+        "made a tile at a time",
+        _bytes("peak_memory_step_bytes", "at the step's peak"),
+    ),
     "runs-here": Question(
         1,
         "Does <code>{a}</code> run on this set's hardware?",

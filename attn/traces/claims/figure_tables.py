@@ -66,7 +66,7 @@ def benchmark_table(rows: list[dict], baseline: str) -> str:
     lines += verdict_lines(mine, baseline)
     lines += table_head(["variant", "dtype, seq × head_dim", "time", f"÷ {baseline}", *share])
     lines += [benchmark_row(r, shares) for r in mine]
-    return "\n".join(lines)
+    return "\n".join([*lines, *backward_lines(rows, baseline)])
 
 
 FASTER = {True: "faster", False: "slower", None: "cannot tell"}  # a ratio's verdict, in words
@@ -167,11 +167,7 @@ def sizes_lines(mine: list[dict]) -> list[str]:
 
 def benchmark_row(r: dict, shares: bool) -> str:
     """One kernel's row, its shape in one column: the table fits a page's column at 1280 px."""
-    masking = "causal" if r["is_causal"] else "full"
-    shape = (
-        f"{md.text(r.get('dtype', '?'))}<br><small>{int(r['seq'])} × {int(r['head_dim'])}, "
-        f"{masking}</small>"
-    )
+    shape = shape_cell(r)
     if "low_us" in r:
         time = timed_cell({**r, "median_us": r["time_us"]})
     else:
@@ -184,6 +180,57 @@ def benchmark_row(r: dict, shares: bool) -> str:
     share = r.get("peak_share")
     cells = [None if share is None else f"{share:.2f}"] if shares else []
     return table_row([md.code(r["variant"]), shape, time, ratio, *cells])
+
+
+VERDICTS = {"faster": True, "slower": False, "cannot tell": None}  # a stored verdict, as a bool
+
+
+def backward_lines(rows: list[dict], baseline: str) -> list[str]:
+    """The backward of each kernel that trains against the baseline's, timed in the same run:
+    the verdicts the benchmark stored, counted per kernel, then a row per shape with the backward's
+    time, its ratio to the baseline's backward and to its own forward. A set benchmarked before
+    the backward was timed says so."""
+    mine = [r for r in rows if r["variant"] != baseline and "verdict" in (r.get("backward") or {})]
+    if not mine:
+        return ["", "**The backward.** Not measured in this set: its benchmark predates the rows."]
+    lines = [
+        "",
+        f"**The backward** (autograd's, on a graph kept from one forward), against {md.code(baseline)}'s:",
+        "",
+    ]
+    for name in dict.fromkeys(r["variant"] for r in mine):
+        grid = [
+            (VERDICTS[r["backward"]["verdict"]], shape_text(r))
+            for r in mine
+            if r["variant"] == name
+        ]
+        lines.append(f"- {md.code(name)}: {md.text(counts(grid, FASTER))}.")
+    lines += [
+        "",
+        *table_head(
+            ["variant", "dtype, seq × head_dim", "backward", f"÷ {baseline}'s", "÷ its forward"]
+        ),
+    ]
+    for r in mine:
+        b = r["backward"]
+        to_flash = ratio_cell(
+            b["ratio_to_flash"], b["ratio_low"], b["ratio_high"], VERDICTS[b["verdict"]], FASTER
+        )
+        own = ratio_cell(
+            b["over_forward"], b["over_forward_low"], b["over_forward_high"], True, None
+        )
+        time = timed_cell({**b, "median_us": b["time_us"]})
+        lines.append(table_row([md.code(r["variant"]), shape_cell(r), time, to_flash, own]))
+    return lines
+
+
+def shape_cell(r: dict) -> str:
+    """A row's shape in one table cell: its dtype, then seq × head_dim and the masking small."""
+    masking = "causal" if r["is_causal"] else "full"
+    return (
+        f"{md.text(r.get('dtype', '?'))}<br><small>{int(r['seq'])} × {int(r['head_dim'])}, "
+        f"{masking}</small>"
+    )
 
 
 # --- scaling.json ---------------------------------------------------------------------------------

@@ -168,6 +168,28 @@ def frees_a_score_matrix(ev: Evidence) -> tuple[bool | None, str]:
     )
 
 
+def backward_allocates_under_a_score_matrix(ev: Evidence) -> tuple[bool | None, str]:
+    """No single allocation inside the backward ranges (attn_bwd) reaches one score matrix, sized
+    from the forward's recorded shapes: the backward never makes a score-sized tensor."""
+    found = score_matrix_bytes(ev)
+    if found is None:
+        return None, NO_SHAPES
+    if not ev.backwards:
+        return None, "no backward recorded (no attn_bwd range)"
+    trace = ev.backwards[0].trace
+    events = memory_events(trace.raw, 1 if trace.has_device_activity else CPU_DEVICE_TYPE)
+    if not events:
+        return None, "memory not recorded (the trace was taken without profile_memory)"
+    largest = max(
+        (b for f in ev.backwards for ts, b in events if f.range.ts <= ts <= f.range.end), default=0
+    )
+    scores, what = found
+    return largest < scores, (
+        f"largest allocation in the backward {bytes_text(largest)}; one score matrix is "
+        f"{bytes_text(scores)} ({what})"
+    )
+
+
 def _numel(dims: list) -> int:
     return math.prod(dims) if dims else 1
 

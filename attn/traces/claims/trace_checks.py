@@ -347,10 +347,12 @@ def in_backward(check: Check) -> Check:
     return run
 
 
-def backward_over_forward(at_least: float) -> Check:
-    """The backward takes at least `at_least` times the forward's time (device time where it was
-    measured, else CPU time): the ratio of their means over the profiled steps, with the widest
-    ratio the steps' ranges allow; cannot tell where that range holds `at_least`."""
+def backward_over_forward(limit: float, *, at_most: bool = False) -> Check:
+    """The backward takes at least `limit` times the forward's time (with at_most, at most that),
+    device time where it was measured, else CPU time: the ratio of their means over the profiled
+    steps, with the widest ratio the steps' ranges allow; cannot tell where that range holds
+    `limit`."""
+    verdict = intervals.below if at_most else intervals.above
 
     def check(ev: Evidence) -> tuple[bool | None, str]:
         block = ev.summary.get("backward") or {}
@@ -361,11 +363,11 @@ def backward_over_forward(at_least: float) -> Check:
         value, low, high = intervals.ratio(bwd, fwd)
         where = "device" if key == "device_time_us" else "CPU"
         if not (fwd["spread"] and bwd["spread"]):  # a summary from before the ranges were kept
-            return intervals.above(low, high, at_least), (
+            return verdict(low, high, limit), (
                 f"{where} time per step: backward {time_text(bwd['median_us'])}, forward "
                 f"{time_text(fwd['median_us'])} ({value:.1f}×; {intervals.NO_SPREAD})"
             )
-        return intervals.above(low, high, at_least), (
+        return verdict(low, high, limit), (
             f"{where} time per step: backward {intervals.profiled_text(bwd)}, forward "
             f"{intervals.profiled_text(fwd)}; backward ÷ forward "
             f"{intervals.ratio_text(value, low, high)}, the least and most the times of the "

@@ -25,6 +25,13 @@ FLEX_KERNEL = r"^triton_tem_fused(\w*_flex_\w+|_\d+)$"  # Inductor's template; o
 FLEX_CPU_KERNEL = r"^graph_\d+_kernel$"  # the same template in C++, on a CPU
 OUR_CUDA_KERNEL = r"^(void )?(attn::)?flash_fwd_kernel\b"
 OUR_TRITON_KERNEL = r"^_attn_fwd\b"
+OUR_CPU_BACKWARD = "attn::flash_attention_backward"  # the C++ op's fused backward
+# The backwards of our CUDA and Triton kernels: the delta (preprocess) kernel starts a call.
+# Its kernels sit in an anonymous namespace, which a demangled name may spell out.
+OUR_CUDA_BACKWARD_KERNEL = (
+    r"^(void )?(attn::|\(anonymous namespace\)::)?flash_bwd_(delta|dkdv|dq)_kernel\b"
+)
+OUR_TRITON_BACKWARD_KERNEL = r"^_attn_bwd_(preprocess|dkdv|dq)$"
 TUTORIAL_KERNEL = r"^_attn_fwd\w*$|^_fwd_kernel\w*$"  # Triton's tutorial names its kernel so
 # Inductor's generated code, and the ranges it runs in: a call inside them was compiled.
 GENERATED = r"^(graph_\d+_)?(cpp|triton)_\w+|" + FLEX_CPU_KERNEL
@@ -147,6 +154,11 @@ ROWS: tuple[Row, ...] = (
     Row(r"FlashAttnBwd|^(void )?flash::\w*bwd", "custom", "the flash-attn package, backward", helper=True, backward=True),
     Row(r"^attn::\w*backward", "custom", "this project's custom op, backward", backward=True),
     Row(r"(?i)^(void )?\w+::\w*(attention|attn)\w*_(backward|bwd)", "custom", "a custom op, backward", backward=True),
+    # This project's CUDA and Triton backwards, before the tutorial's names they share a prefix with.
+    Row(OUR_CUDA_BACKWARD_KERNEL.replace("(delta|dkdv|dq)", "delta"), "custom", "this project's CUDA kernel, backward", backward=True),
+    Row(OUR_CUDA_BACKWARD_KERNEL, "custom", "this project's CUDA kernel, backward", helper=True, backward=True),
+    Row(r"^_attn_bwd_preprocess$", "custom", "this project's Triton kernel, backward", backward=True),
+    Row(OUR_TRITON_BACKWARD_KERNEL, "custom", "this project's Triton kernel, backward", helper=True, backward=True),
     # Triton's fused-attention tutorial and what derives from it: a preprocess starts the call.
     Row(r"^_(attn_)?bwd_preprocess\w*$", "custom", "a Triton attention kernel from Triton's tutorial, backward", backward=True),
     Row(r"^_attn_bwd\w*$|^_bwd_kernel\w*$", "custom", "a Triton attention kernel from Triton's tutorial, backward", helper=True, backward=True),
