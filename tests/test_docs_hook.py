@@ -718,7 +718,7 @@ def test_peaks_marker_shows_the_shares_and_what_limits_the_kernel(profiles):
                  "peak_tflops": 0.5, "peak_share": 0.2} for r in BENCH]  # fmt: skip
     add_benchmark(profiles / "cpu", measured)
     waiting = expand(marker, "custom-kernels.md", profiles)
-    assert "No picture of the shares in this set yet: `python -m attn.profiling recheck`" in waiting
+    assert "No picture of the shares in this set yet: `attn-profile recheck`" in waiting
     assert "By the roofline, compute bounds" in waiting
     peaks_figure.write(profiles / "cpu", measured)
     out = expand(marker, "custom-kernels.md", profiles)

@@ -189,7 +189,7 @@ def load_set(folder: Path) -> dict:
     if not SLUG.fullmatch(folder.name):
         raise BrokenSet(
             f"profiles hook: {folder} cannot be a set's folder: name it in lowercase letters, "
-            "digits, '.', '_' and '-' (as attn.profiling does)"
+            "digits, '.', '_' and '-' (as a profile run names them)"
         )
     check_links(folder)
     for svg in sorted(folder.rglob("*.svg")):  # every picture, published or not

@@ -380,7 +380,7 @@ def peaks_tab(hw: dict, page: Page, name: str) -> str | None:
         alt = f"Each variant's share of the measured peaks on {md.text(hw['title'])}"
         text.insert(0, f"![{alt}]({svg}){{ loading=lazy }}")
     elif drawn:  # a set benchmarked with the peaks, before the picture
-        later = "`python -m attn.profiling recheck` draws it from benchmark.json"
+        later = "`attn-profile recheck` draws it from benchmark.json"
         text.insert(0, f"No picture of the shares in this set yet: {later}.")
     else:
         text.insert(0, "Shares of the measured peaks: not measured in this set.")
