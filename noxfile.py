@@ -38,7 +38,22 @@ def torch_index() -> list[str]:
         index = "" if gpu else CPU_TORCH
     # An extra index, not the only one: its +cpu build wins the pin where it is reachable, and
     # a machine offline (or with its own wheel mirror) still installs from pip's configuration.
-    return ["--extra-index-url", index] if index else []
+    # Asked once here: an index pip cannot reach costs it five retries for every package it looks up.
+    return ["--extra-index-url", index] if index and _reachable(index) else []
+
+
+def _reachable(url: str, timeout_s: float = 3.0) -> bool:
+    """Whether the index's host answers on its port within a few seconds."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    try:
+        port = where.port or (443 if where.scheme == "https" else 80)
+        socket.create_connection((where.hostname, port), timeout=timeout_s).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def install(session: nox.Session) -> str:
