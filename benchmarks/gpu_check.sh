@@ -19,6 +19,11 @@
 # logs to OUT_DIR/logs/<step>.log; a step that fails does not stop the others. At the end:
 # OUT_DIR/steps.txt (a line a step: exit status and seconds), OUT_DIR/logs.tar.gz, and
 # OUT_DIR/profiles.tar.gz (the GPU's profile set, profiles/<gpu>/).
+#
+# On a machine with torch but no network, bring the two packages the trace half and the main job need
+# that such an image may lack, as wheels downloaded elsewhere (orjson; nox and what it needs), then:
+#   pip install --no-index --no-deps --target /tmp/site wheels/*.whl && export PYTHONPATH=/tmp/site
+#   bash benchmarks/gpu_check.sh /tmp/gc 540 env examples kernels sweeps pytest -- standalone ring
 set -u
 out=${1:?usage: gpu_check.sh OUT_DIR SECONDS [STEP ...]}
 budget=${2:?usage: gpu_check.sh OUT_DIR SECONDS [STEP ...]}
