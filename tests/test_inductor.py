@@ -79,6 +79,7 @@ def test_recompile_budget_on_a_torch_without_its_arguments(monkeypatch):
         return model
 
     monkeypatch.setattr(torch, "compile", older_compile)
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
-    assert inductor.recompile_budget() == {}
-    assert torch._dynamo.config.recompile_limit == inductor.RECOMPILE_LIMIT
+    # torch's own patch, not monkeypatch: its config module restores only what it patched.
+    with torch._dynamo.config.patch(recompile_limit=8):
+        assert inductor.recompile_budget() == {}
+        assert torch._dynamo.config.recompile_limit == inductor.RECOMPILE_LIMIT

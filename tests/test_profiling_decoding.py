@@ -121,7 +121,12 @@ def test_write_puts_json_and_a_readable_svg(tmp_path, rows):
     assert "copy ceiling" in svg and "ridge" in svg and "SDPA enable_gqa" in svg
     assert "fp32 FMA peak 500 GFLOP/s" in svg and "matmul" not in svg
     assert "sum of 1 MiB" in svg
-    assert sorted(p.name for p in folder.iterdir()) == ["decoding.json", "decoding.svg"]
+    # and the verdicts of the claims on its rows, decided as they are written
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "claims.json",
+        "decoding.json",
+        "decoding.svg",
+    ]
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 2, 40, 32), (2, 6, 3, 17, 64), (1, 4, 1, 5, 16)])

@@ -42,7 +42,12 @@ def test_write_makes_json_and_picture(rows, tmp_path):
     assert json.loads((folder / "scaling.json").read_text()) == rows
     svg = (folder / "scaling.svg").read_text()
     assert "sequence length" in svg and "naive" in svg
-    assert sorted(p.name for p in folder.iterdir()) == ["scaling.json", "scaling.svg"]
+    # and the verdicts of the claims on its rows, decided as they are written
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "claims.json",
+        "scaling.json",
+        "scaling.svg",
+    ]
 
 
 @pytest.mark.parametrize("argv", [["--seqs", "0"], ["--seqs", "-5"], ["--out", ""]])

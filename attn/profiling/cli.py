@@ -345,7 +345,10 @@ def cmd_recheck(args: argparse.Namespace, console: Console) -> int:
 
     changed = recheck(args.root, specs, write=not args.check)
     for row in changed:
-        console.print(shown(f"{'differs' if args.check else 'rewritten'}: {row['path']}"))
+        # soft_wrap: a path stays on one line however narrow the console, to be copied whole
+        console.print(
+            shown(f"{'differs' if args.check else 'rewritten'}: {row['path']}"), soft_wrap=True
+        )
         for before, after in zip(row["before"] or [], row["after"] or [], strict=False):
             if before != after:
                 console.print(shown(f"  was: {before}"))
