@@ -33,7 +33,8 @@ def _corr(e):
 
 
 def count_ranges(trace, range_name, prefix=False):
-    """Per range named ``range_name`` (or starting with it if ``prefix``), in start order:
+    """Per range named ``range_name`` (or starting with it if ``prefix``), in start order, a range
+    nested in another of those on its thread counted once (its events are the outer one's):
     the runtime/driver calls on the SAME pid and tid starting in [ts, ts+dur] that carry a
     correlation id, and the device events sharing those ids. ts/dur may be numeric strings.
     """
@@ -53,9 +54,13 @@ def count_ranges(trace, range_name, prefix=False):
         e for e in events if matches(e.get("name", "")) and e.get("cat") not in NOT_RANGE_CATS
     ]
     out = []
-    for r in sorted(ranges, key=lambda e: float(e["ts"])):
+    last_end = {}  # a range inside one of its name on its thread is that range, counted once
+    for r in sorted(ranges, key=lambda e: (float(e["ts"]), -float(e.get("dur", 0)))):
         t0, t1 = float(r["ts"]), float(r["ts"]) + float(r.get("dur", 0))
         key = (str(r.get("pid")), str(r.get("tid")))
+        if t1 <= last_end.get(key, float("-inf")):
+            continue
+        last_end[key] = t1
         mine = [
             c
             for c in calls

@@ -19,6 +19,7 @@ import pytest
 import tinycss2
 
 from attn import specs
+from attn.traces.diagnosis.report import CHAPTERS
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS = ROOT / "docs/hooks"
@@ -198,8 +199,12 @@ class Tables(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.tables: list[list[list[str]]] = []
         self.cell: list[str] | None = None
+        self.hrefs: dict[str, str] = {}  # a cell's text: the link it is, where it is one
+        self.href: str | None = None
 
     def handle_starttag(self, tag, attrs):
+        if tag == "a" and self.cell is not None:
+            self.href = dict(attrs).get("href")
         if tag == "table":
             self.tables.append([])
         elif tag == "tr" and self.tables:
@@ -213,21 +218,26 @@ class Tables(HTMLParser):
 
     def handle_endtag(self, tag):
         if tag in ("td", "th") and self.cell is not None:
-            self.tables[-1][-1].append("".join(self.cell).strip())
-            self.cell = None
+            text = "".join(self.cell).strip()
+            self.tables[-1][-1].append(text)
+            if self.href is not None:
+                self.hrefs[text] = self.href
+            self.cell = self.href = None
 
 
 def test_the_notebook_shows_each_finding_with_the_chapter_that_teaches_its_fix(built_site):
     """The diagnosis the notebook shows (diagnose as a reader calls it, in a notebook) names the
-    chapter of every finding, and that chapter is a page of the site."""
+    chapter of every finding by its title, linked to that chapter's page of the site."""
     tables = Tables()
     tables.feed((built_site / NOTEBOOK).read_text(encoding="utf-8"))
     findings = [t for t in tables.tables if t and t[0][:3] == ["finding", "count", "chapter"]]
     rows = [row for table in findings for row in table[1:]]
     assert rows, "the notebook page shows no findings table"
-    for kind, _, chapter, *_ in rows:
-        assert chapter.endswith(".md") and (ROOT / "docs" / chapter).is_file(), (kind, chapter)
-        assert (built_site / chapter.removesuffix(".md") / "index.html").is_file(), chapter
+    for kind, _, title, *_ in rows:
+        page = next(p for p, t in CHAPTERS.items() if t == title)  # a title of the nav's
+        assert (ROOT / "docs" / page).is_file(), (kind, page)
+        file, _ = target(built_site, built_site / NOTEBOOK, tables.hrefs[title])
+        assert file == built_site / page.removesuffix(".md") / "index.html", (kind, file)
 
 
 def test_the_notebook_page_links_its_styles_instead_of_inlining_them(built_site):

@@ -116,6 +116,17 @@ def test_markdown_names_each_findings_chapter_as_diagnose_alone_finds_it():
     }
 
 
+def test_markdown_links_the_published_pages_from_where_a_notebook_shows_it():
+    """A notebook's output is not rewritten by mkdocs: given the site's root from the notebook's
+    page, each chapter links the page as published."""
+    text = markdown(diagnose(read_trace(CPU_SET / "naive/trace.json.gz")), site="../../")
+    _, *rows = table(text, "Findings")
+    assert {row[2] for row in rows} == {
+        "[In-place masking](../../inplace/)",
+        "[SDPA backends](../../sdpa/)",
+    }
+
+
 def test_every_chapter_a_finding_names_is_titled_as_the_nav_titles_it():
     """The titles the report shows are mkdocs.yml's, for every page a finding names."""
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")  # its !!python tags: no safe_load

@@ -85,6 +85,14 @@ def trace_device_us(trace: Trace) -> float:
     return float(trace.dur[trace.is_device].sum())
 
 
+def _cpu_us_per_call(kind: list[Call]) -> float | None:
+    """The host time of a call, shown where a trace has no device time; None where a call is its
+    kernels alone (a graph replay, a launch not in the trace): no CPU op says its time, not 0."""
+    if any(c.row is None for c in kind):
+        return None
+    return sum(c.cpu_us for c in kind) / len(kind)
+
+
 def attention_rows(trace: Trace, calls: list[Call]) -> list[dict]:
     """Calls grouped by implementation, compiled or not, where they run and pass, each group split
     into its kinds of call."""
@@ -109,7 +117,7 @@ def attention_rows(trace: Trace, calls: list[Call]) -> list[dict]:
                 "calls": n,
                 "kernels_per_call": len(kernels) / n if on_device else None,
                 "device_time_us_per_call": sum(per_call) / n if on_device else None,
-                "cpu_time_us_per_call": sum(c.cpu_us for c in kind) / n,  # shown without a device
+                "cpu_time_us_per_call": _cpu_us_per_call(kind),
                 "device_time_us_range": [min(per_call), max(per_call)] if on_device else None,
                 "share_of_device_time": sum(per_call) / total if on_device and total else None,
                 "kernels": list(dict.fromkeys(trace.name[d] for d in kernels)),

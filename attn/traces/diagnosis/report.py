@@ -241,7 +241,7 @@ def report(result: dict, console: Console) -> None:
             console.print(("  " if part.item else "") + shown(part.text))
 
 
-def _markdown_table(grid: Grid) -> list[str]:
+def _markdown_table(grid: Grid, site: str | None) -> list[str]:
     """A table and its caption as Markdown, without the columns the trace filled in no row (a CPU
     trace's kernels and device time): Markdown wraps a table to its column, not a terminal's."""
     keep = [i for i, _ in enumerate(grid.headers) if any(row[i] != NOTHING for row in grid.rows)]
@@ -249,7 +249,8 @@ def _markdown_table(grid: Grid) -> list[str]:
     for column, pages in grid.links.items():  # a link titled with the chapter, to its page
         i = grid.headers.index(column)
         for row, page in zip(cells, pages, strict=True):
-            row[i] = f"[{row[i]}]({md.attribute(page)})"
+            href = page if site is None else f"{site}{page.removesuffix('.md')}/"
+            row[i] = f"[{row[i]}]({md.attribute(href)})"
     rows = [list(grid.headers), ["---"] * len(grid.headers), *cells]
     lines = ["| " + " | ".join(row[i] for i in keep) + " |" for row in rows]
     found = [f"**{grid.title}**\n\n" + "\n".join(lines)]
@@ -258,8 +259,11 @@ def _markdown_table(grid: Grid) -> list[str]:
     return found
 
 
-def markdown(result: dict) -> str:
-    """The report as Markdown, for a notebook or a page: its tables wrap to their column."""
+def markdown(result: dict, site: str | None = None) -> str:
+    """The report as Markdown, for a notebook or a page: its tables wrap to their column. A
+    chapter links its Markdown page (`inplace.md`, for a page mkdocs renders), or with `site`, the
+    site's root as seen from where the report is shown, the page as published (`../../inplace/`
+    from a notebook's page, whose output mkdocs does not rewrite)."""
     blocks, items = [], []
     for part in parts(result):
         if isinstance(part, Line) and part.item:
@@ -269,7 +273,7 @@ def markdown(result: dict) -> str:
         if items:
             blocks, items = [*blocks, "\n".join(items)], []
         if isinstance(part, Grid):
-            blocks += _markdown_table(part)
+            blocks += _markdown_table(part, site)
         else:
             blocks.append(f"*{md.prose(part.text)}*" if part.quiet else md.prose(part.text))
     return "\n\n".join([*blocks, "\n".join(items)] if items else blocks) + "\n"
