@@ -38,11 +38,11 @@ VARIANTS = ("naive", "inplace", "sdpa_cudnn", "decode_repeat_kv")  # one of them
 
 
 def small_set(root: Path) -> Path:
-    """root/cpu: the committed set's environment, timing, overview, figures and a few variants
+    """root/cpu: the committed set's environment, claims, timing, overview, figures and a few variants
     with the diff between two of them, manifest rewritten; root/public: the traces of others."""
     folder = root / "cpu"
     folder.mkdir(parents=True)
-    for name in (artifacts.ENVIRONMENT, artifacts.TIMING, artifacts.OVERVIEW):
+    for name in (artifacts.ENVIRONMENT, artifacts.TIMING, artifacts.OVERVIEW, artifacts.CLAIMS):
         shutil.copy(COMMITTED / name, folder / name)
     for figure in ("benchmark", "decoding"):
         for ext in ("json", "svg"):

@@ -516,8 +516,9 @@ def test_timelines_fill_the_column_on_a_desktop_and_scroll_on_a_phone(browser, s
             page.evaluate(
                 "document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')"
             )
-            page.wait_for_function(
-                "[...document.querySelectorAll(\"article img[src$='timeline.svg']\")].some(i => i.complete && i.naturalWidth)"
+            page.wait_for_function(  # the one measured: the tab that shows, loaded
+                "[...document.querySelectorAll(\"article img[src$='timeline.svg']\")]"
+                ".find((i) => i.getClientRects().length)?.naturalWidth > 0"
             )
             m = page.evaluate(measure)
             text_px = 8.5 * 96 / 72 * m["shown"] / m["natural"]  # the timeline's 8.5 pt labels
@@ -588,13 +589,16 @@ def test_each_claim_shows_each_sets_own_verdict(built_site, site_url, page):
     )
     boxes = page.locator("article .admonition:visible").filter(has_text="(observed:")
     lines = [line for text in boxes.all_inner_texts() for line in text.splitlines()]
+    checked = 0
     for title, slug in tab_titles(built_site):
         summary = json.loads(
             (built_site.parent / "profiles" / slug / "naive/summary.json").read_text()
         )
         expected = [VERDICT_MARKS[c["holds"]] for c in summary["claims"] if c["key"] in marked]
         shown = [line.split()[0] for line in lines if f" on {title} (observed:" in line]
-        assert expected and sorted(shown) == sorted(expected), (slug, shown, expected)
+        assert sorted(shown) == sorted(expected), (slug, shown, expected)
+        checked += bool(expected)  # a GPU set's claims of naive are other claims than the page's
+    assert checked, "no set checked a claim the page marks"
 
 
 def test_search_finds_memcpy(site_url, page):

@@ -104,6 +104,8 @@ class Question:
             if not all(p.is_file() for p in paths):
                 continue
             summaries = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+            if kind != "runs-here" and not all(x.get("available") for x in summaries):
+                continue  # a set that did not run it has no answer to show (runs-here says why)
             self.values[slug] = answer_values(kind, summaries)
             self.printed |= set(printed_values(summaries) if summaries[0].get("available") else [])
             self.observed |= {

@@ -24,6 +24,7 @@ from test_browser import (  # noqa: F401  (browser and site_url are fixtures)
     pages_of,
     shot,
     site_url,
+    tab_titles,
 )
 
 # The trace viewer draws a slice's label at 10 px (Catapult's fontSize for slice titles); the
@@ -279,6 +280,24 @@ TIMELINE_LABELS = """async () => {
 }"""
 
 
+# Each set's tab in turn: a set with no screenshot (no event selected) may be the first tab.
+SHOW_TAB = """(k) => document.querySelectorAll("article .tabbed-set").forEach((set) => {
+  const label = set.querySelectorAll(":scope > .tabbed-labels > label")[k];
+  if (label) label.click();
+})"""
+
+
+def shown_timelines(page, tabs: int) -> list:
+    """TIMELINE_LABELS of the timelines each tab shows, tab by tab."""
+    found = []
+    for k in range(tabs):
+        page.evaluate(SHOW_TAB, k)
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(300)  # narrow-screens.js places a picture once it has a size
+        found += page.evaluate(TIMELINE_LABELS)
+    return found
+
+
 def test_a_timeline_opens_at_the_event_its_chapter_is_about(built_site, site_url, phone):  # noqa: F811
     """The event the screenshot selects, labelled on the timeline where the timeline holds it."""
     from attn.traces.figures.timeline import short_name
@@ -286,7 +305,7 @@ def test_a_timeline_opens_at_the_event_its_chapter_is_about(built_site, site_url
     checked, hidden = 0, []
     for path in pages_of(built_site):
         page = open_page(phone, site_url + path)
-        for src, seen_from, seen_to, labels in page.evaluate(TIMELINE_LABELS):
+        for src, seen_from, seen_to, labels in shown_timelines(page, len(tab_titles(built_site))):
             summary = built_site.parent / "profiles" / src.split("profiles/", 1)[1]
             viewer = json.loads(summary.with_name("summary.json").read_text()).get("viewer") or {}
             name = viewer.get("selected")
