@@ -211,7 +211,7 @@ WRAPPED_CODE = """() => [...document.querySelectorAll("article table code:not([d
   .filter((code) => code.getClientRects().length > 1)
   .map((code) => code.textContent)"""
 UNMARKED_LONG_CODE = """() => [...document.querySelectorAll("article table td code:not([data-long])")]
-  .filter((code) => code.textContent.length > 32).map((code) => code.textContent)"""
+  .filter((code) => code.textContent.length > 24).map((code) => code.textContent)"""
 # Tables whose frame scrolls sideways (a phone shows a wide one as cards instead).
 SIDEWAYS_TABLES = """() => [...document.querySelectorAll(".md-typeset__scrollwrap")]
   .filter((w) => w.offsetParent && w.scrollWidth > w.clientWidth + 1)

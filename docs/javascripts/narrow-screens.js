@@ -18,7 +18,7 @@ document$.subscribe(function () {
       });
     });
     table.querySelectorAll("td code").forEach(function (code) {
-      if (code.textContent.length <= 32) return;
+      if (code.textContent.length <= 24) return;  // train_custom_cpu_recompute (26) may break
       code.setAttribute("data-long", "");
       var parts = code.textContent.split(/(?<=[_:,<(])/);
       code.textContent = "";
