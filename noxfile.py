@@ -135,16 +135,9 @@ def profile_examples(session: nox.Session) -> None:
         python, "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs,
         external=True,
     )  # fmt: skip
-    for sweep in (
-        "attn.profiling.timing_pass",  # the times the site shows: every variant, interleaved
-        "attn.profiling.scaling",
-        "attn.profiling.decoding",
-        "attn.profiling.training",
-        "attn.profiling.benchmark",
-        "attn.profiling.dispatch",  # which SDPA backend runs unpinned, and why the others refuse
-    ):
-        args = ["--out", "profiles", *_device_args(session.posargs)]
-        session.run(python, "-m", sweep, *args, external=True)
+    # The timing pass, then scaling, decoding, training, the benchmark and dispatch: one process.
+    args = ["--out", "profiles", *_device_args(session.posargs)]
+    session.run(python, "-m", "attn.profiling.every_sweep", *args, external=True)
     build_site(session, python)
 
 

@@ -396,7 +396,7 @@ def test_first_calls_marker_shows_cold_beside_warm_or_says_a_set_did_not_measure
         "<!-- profile-first-calls: naive sdpa_cudnn -->\n", "compiled-and-flex.md", profiles
     )
     gpu, cpu = out[: out.index('"CPU"\n')], out[out.index('"CPU"\n') :]
-    assert "| `naive` | 24.69 s = 20,000 forwards | 2.47 s = 2,000 forwards | 10.0× |" in cpu
+    assert "| `naive` | 24.69 s = 20,000 forwards | – | 2.47 s = 2,000 forwards | 10.0× |" in cpu
     assert "not measured in this set" in gpu and "| `naive` | 2.47 s = 2,000 forwards |" in gpu
     assert "sdpa_cudnn" not in out  # no first call timed: no row
     _edit(profiles / "cpu/naive/summary.json", lambda s: s.pop("first_calls_seconds"))
@@ -404,6 +404,21 @@ def test_first_calls_marker_shows_cold_beside_warm_or_says_a_set_did_not_measure
     sets.hardware_sets.cache_clear()
     none = expand("<!-- profile-first-calls: naive -->\n", "compiled-and-flex.md", profiles)
     assert "Not profiled yet" in none
+
+
+def test_first_calls_marker_puts_a_later_compile_in_the_column_of_the_caches_it_met(profiles):
+    """Profiled after another in the same run: its first call, after that one's, against the run's
+    cold start."""
+    after = {"variants": ["inplace"], "cold_start_variant": "inplace", "cold_start_seconds": 24.69}
+    later = {"first_calls_seconds": {"first": 4.938, "second": 0.01}, "first_calls_after": after}
+    _edit(profiles / "cpu/naive/summary.json", lambda s: s.update(later))
+    out = expand("<!-- profile-first-calls: naive -->\n", "compiled-and-flex.md", profiles)
+    forwards = (
+        4.938e6 / json.loads((profiles / "cpu/naive/summary.json").read_text())["cpu_time_us"]
+    )
+    assert (
+        f"| `naive` | – | 4.94 s = {forwards:,.0f} forwards (after `inplace`) | – | 5.0× |" in out
+    )
 
 
 def test_diff_marker_shows_the_diff_each_set_has(profiles):

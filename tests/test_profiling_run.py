@@ -273,10 +273,19 @@ Path({seen!r}).write_text(str(cache))
 out = Path(sys.argv[sys.argv.index("--out") + 1])
 sys.argv[0] = {example!r}
 runpy.run_path(sys.argv[0], run_name="__main__")
-(out / "inplace").rename(out / "compiled_additive")
+(out / "inplace").rename(out / {name!r})
 seconds = {{"first": 9.0 if cold else 1.0, "second": 0.1}}
-(out / "compiled_additive" / "compile.json").write_text(json.dumps(seconds))
+(out / {name!r} / "compile.json").write_text(json.dumps(seconds))
 """
+
+
+def fake_compiled(tmp_path: Path, name: str, seen: Path) -> Path:
+    """FAKE_COMPILED as the example of variant `name`, noting its cache's folder in `seen`."""
+    root = Path(__file__).resolve().parents[1]
+    fake = tmp_path / f"{name}.py"
+    example = str(root / "examples/inplace_attention.py")
+    fake.write_text(FAKE_COMPILED.format(seen=str(seen), example=example, name=name))
+    return fake
 
 
 @pytest.mark.slow
@@ -284,11 +293,8 @@ def test_a_compiled_example_runs_cold_then_warm_on_caches_removed_after(tmp_path
     kept = tmp_path / "kept-cache"  # the caller's own cache: neither run may touch it
     kept.mkdir()
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(kept))
-    seen, root = tmp_path / "seen.txt", Path(__file__).resolve().parents[1]
-    fake = tmp_path / "compiled_attention.py"
-    fake.write_text(
-        FAKE_COMPILED.format(seen=str(seen), example=str(root / "examples/inplace_attention.py"))
-    )
+    seen = tmp_path / "seen.txt"
+    fake = fake_compiled(tmp_path, "compiled_additive", seen)
     variant = attn.get_variant("compiled_additive")
     folder = run_module.profile_example(variant, [str(fake)], TINY, tmp_path / "out")
     s = json.loads((folder / "summary.json").read_text())
@@ -303,6 +309,34 @@ def test_a_compiled_example_runs_cold_then_warm_on_caches_removed_after(tmp_path
         text = gzip.decompress(data) if path.suffix == ".gz" else data
         assert str(cache.parent).encode() not in text, path
     assert not list((tmp_path / "out" / hardware_slug("cpu")).glob(".*"))  # no scratch left
+
+
+@pytest.mark.slow
+def test_compiled_examples_of_one_run_share_its_caches_and_one_cold_start(tmp_path):
+    """The first compiles cold, then warm; the next runs once, on what the first left (warm here:
+    the fake finds the cache not empty), its first call set against the first's cold start."""
+    seen = tmp_path / "seen.txt"
+    out = tmp_path / "out"
+    with run_module.compile_caches():
+        for name in ("compiled_naive", "compiled_additive"):
+            fake = fake_compiled(tmp_path, name, seen)
+            run_module.profile_example(attn.get_variant(name), [str(fake)], TINY, out)
+            caches = seen.read_text()
+            assert Path(caches).is_dir()  # kept for the next one
+            seen.unlink()
+    assert not Path(caches).parent.exists()  # removed with the run
+    folder = out / hardware_slug("cpu")
+    first = json.loads((folder / "compiled_naive/summary.json").read_text())
+    later = json.loads((folder / "compiled_additive/summary.json").read_text())
+    assert first["cold_first_calls_seconds"]["first"] == 9.0
+    assert first["first_calls_seconds"]["first"] == 1.0 and "first_calls_after" not in first
+    assert "cold_first_calls_seconds" not in later and later["first_calls_seconds"]["first"] == 1.0
+    assert later["first_calls_after"] == {
+        "variants": ["compiled_naive"], "cold_start_variant": "compiled_naive",
+        "cold_start_seconds": 9.0,
+    }  # fmt: skip
+    cold = {c["key"]: c for c in later["claims"]}["cold-first-call-costs-more"]
+    assert cold["holds"] is True and "cold start (compiled_naive) 9.00 s" in cold["observed"]
 
 
 def test_a_variant_that_refuses_the_shape_is_recorded_unavailable_and_the_run_goes_on(tmp_path):

@@ -405,6 +405,20 @@ def test_the_cold_first_call_is_compared_with_the_warm_one_where_a_set_measured_
     assert cold_call_costs_more(2)(older) == (None, "cold first call: not measured in this set")
 
 
+def test_a_later_compile_is_compared_with_the_runs_cold_start():
+    """Profiled after another compiled variant: its first call on the caches that one left."""
+    after = {"variants": ["compiled_naive"], "cold_start_variant": "compiled_naive",
+             "cold_start_seconds": 9.0}  # fmt: skip
+    later = Evidence({"first_calls_seconds": {"first": 3.0}, "first_calls_after": after}, [])
+    assert cold_call_costs_more(2, later=2)(later) == (
+        True, "cold start (compiled_naive) 9.00 s, this first call on the caches it left 3.00 s: 3.0×"
+    )  # fmt: skip
+    assert cold_call_costs_more(2, later=4)(later)[0] is False
+    unmeasured = {**after, "cold_start_variant": None, "cold_start_seconds": None}  # it failed
+    none = Evidence({"first_calls_seconds": {"first": 3.0}, "first_calls_after": unmeasured}, [])
+    assert cold_call_costs_more(2)(none)[0] is None
+
+
 def test_in_backward_checks_the_backward_ranges():
     step = evidence({"traceEvents": [
         host("user_annotation", "attn_fwd", 0, 100), host("cpu_op", "aten::mul", 10, 10),

@@ -398,12 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--budget", type=seconds, default=None,
-        help="seconds of timing per shape (default: 1.5 on a CPU, 3 on a GPU)",
+        help="seconds of timing per shape (default: 1 on a CPU, 3 on a GPU)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     kind = torch.device(args.device).type
     console = wide_console()
-    budget = args.budget or (1.5 if kind == "cpu" else 3.0)
+    budget = args.budget or (1.0 if kind == "cpu" else 3.0)
     causals = (True,) if args.causal_only else (True, False)
     names = args.variants or specs.in_sweep("benchmark")
     seqs, dtypes = args.seqs or GRID[kind]["seqs"], args.dtypes or GRID[kind]["dtypes"]

@@ -207,7 +207,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 def cmd_example(args: argparse.Namespace, console: Console) -> int:
     """Run each variant's example script (its spec names it and its flags), analyse each trace."""
     from attn.profiling.config import check_all_fit
-    from attn.profiling.run import profile_example
+    from attn.profiling.run import compile_caches, profile_example
 
     names, config = args.variants or specs.names(), config_from(args)
     check_all_fit(names, config)  # the script would grow until the kernel ended it, unsaid
@@ -219,7 +219,8 @@ def cmd_example(args: argparse.Namespace, console: Console) -> int:
         script = [str(CHECKOUT / path), *flags]
         return profile_example(variant, script, config, out, screenshot=not args.no_screenshot)
 
-    return run(names, profile, config, args.out, console)
+    with compile_caches():  # the compiled examples' caches: one cold start for the whole run
+        return run(names, profile, config, args.out, console)
 
 
 def output_names(traces: Sequence[Path], variant: str | None) -> list[str]:

@@ -293,8 +293,9 @@ def first_call_cell(seconds: float, summary: dict) -> str:
 
 
 def first_calls_tab(hw: dict, names: tuple[str, ...]) -> str | None:
-    """The variants' first calls on one set, one run each: cold (empty compile caches) beside warm
-    (a rerun on what the cold run built); a set that predates the cold run says so."""
+    """The variants' first calls on one set, one run each: the run's cold start (empty compile
+    caches) and its warm rerun, and each later variant's first call on the caches the compiles
+    before it left (sets made before then: cold beside warm per variant, or no cold run at all)."""
     timed = [
         (n, s)
         for n in names
@@ -303,7 +304,7 @@ def first_calls_tab(hw: dict, names: tuple[str, ...]) -> str | None:
     if not timed:
         return None
     lines = [f"<small>{environment_line(hw)}</small>"]
-    if not any(s.get("cold_first_calls_seconds") for _, s in timed):
+    if not any(s.get("cold_first_calls_seconds") or s.get("first_calls_after") for _, s in timed):
         lines.append(
             "Cold first call: not measured in this set, which predates the cold run. Its first "
             "calls ran on whatever Inductor's cache held then:"
@@ -311,17 +312,26 @@ def first_calls_tab(hw: dict, names: tuple[str, ...]) -> str | None:
         head = ["variant", "first call"]
         rows = [[f"`{n}`", first_call_cell(s["first_calls_seconds"]["first"], s)] for n, s in timed]
     else:
-        head = ["variant", "cold first call", "warm first call", "cold ÷ warm"]
-        rows = []
-        for n, s in timed:
-            warm = s["first_calls_seconds"]["first"]
-            cold = (s.get("cold_first_calls_seconds") or {}).get("first")
-            if cold is None:
-                rows.append([f"`{n}`", "not measured", first_call_cell(warm, s), "–"])
-                continue
-            ratio = f"{cold / max(warm, 1e-9):.1f}×"
-            rows.append([f"`{n}`", first_call_cell(cold, s), first_call_cell(warm, s), ratio])
+        head = ["variant", "cold start", "on the caches of the compiles before", "warm (a rerun)",
+                "cold ÷ this"]  # fmt: skip
+        rows = [first_calls_row(n, s) for n, s in timed]
     return "\n\n".join([*lines, "\n".join([*table_head(head), *map(table_row, rows)])])
+
+
+def first_calls_row(name: str, s: dict) -> list[str]:
+    """One variant's row of first_calls_tab: its first call in the column of the caches it met."""
+    first = s["first_calls_seconds"]["first"]
+    cold = (s.get("cold_first_calls_seconds") or {}).get("first")
+    if cold is not None:  # the run's cold start, then its warm rerun
+        return [f"`{name}`", first_call_cell(cold, s), "–", first_call_cell(first, s),
+                f"{cold / max(first, 1e-9):.1f}×"]  # fmt: skip
+    after = s.get("first_calls_after")
+    if not after:
+        return [f"`{name}`", "not measured", "–", first_call_cell(first, s), "–"]
+    earlier = ", ".join(f"`{n}`" for n in after["variants"])
+    start = after.get("cold_start_seconds")
+    ratio = "–" if start is None else f"{start / max(first, 1e-9):.1f}×"
+    return [f"`{name}`", "–", f"{first_call_cell(first, s)} (after {earlier})", "–", ratio]
 
 
 # --- variants side by side ------------------------------------------------------------------------

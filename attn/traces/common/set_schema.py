@@ -220,6 +220,11 @@ IMBALANCE = fields(
     required=("value", "low", "high", "ranges", "straggler"),
 )
 FIRST_CALLS = fields({"first": SIZE, "second": optional(SIZE)}, required=("first",))  # seconds
+FIRST_CALLS_AFTER = fields(  # on the caches the run's earlier compiles left (attn.profiling.run)
+    {"variants": items(SLUG, least=1), "cold_start_variant": optional(SLUG),
+     "cold_start_seconds": optional(SIZE)},
+    required=("variants",),
+)  # fmt: skip
 SUMMARY = fields(
     {
         "ranks": optional(items(RANK, least=1)), "imbalance": optional(IMBALANCE),
@@ -233,6 +238,7 @@ SUMMARY = fields(
                                    "missing": optional(TEXT)})),
         "backward": optional(BACKWARD), "first_calls_seconds": optional(FIRST_CALLS),
         "cold_first_calls_seconds": optional(FIRST_CALLS),
+        "first_calls_after": optional(FIRST_CALLS_AFTER),
     },
     required=("cpu_time_us", "ops_per_forward", "shape"),
 )  # fmt: skip
