@@ -135,6 +135,23 @@ def test_screenshots_in_a_session_share_one_browser(cache, chromium, tmp_path):
     assert not browser.is_connected() and not viewer._sessions  # closed with the session
 
 
+def test_a_session_shows_each_trace_in_one_page_as_a_page_of_its_own_would(
+    cache, chromium, tmp_path
+):
+    """The viewer's code is parsed once; each later trace replaces the one before in that page,
+    with its zoom, selection and mark drawn as on a fresh page: the same pixels."""
+    alone = viewer.screenshot(TRACE, tmp_path / "alone.png", select="aten::clone", width=320)
+    with viewer.session():
+        viewer.screenshot(CPU_SET / "sdpa_math/trace.json.gz", tmp_path / "before.png", width=320)
+        page = viewer._sessions[-1]["pages"][(320, 720)].page
+        again = viewer.screenshot(TRACE, tmp_path / "again.png", select="aten::clone", width=320)
+        assert viewer._sessions[-1]["pages"][(320, 720)].page is page  # no second page
+        assert page.locator("tr-ui-timeline-view").count() == 1  # the one before is gone
+    assert again["selected"] == alone["selected"] == "aten::clone"
+    assert again["mark"] == alone["mark"]
+    assert (tmp_path / "again.png").read_bytes() == (tmp_path / "alone.png").read_bytes()
+
+
 def test_screenshot_zooms_to_one_forward_with_the_clone_selected(cache, chromium):
     png = SHOTS / "naive-cpu-clone.png"
     facts = viewer.screenshot(TRACE, png, select="aten::clone")

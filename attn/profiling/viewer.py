@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import http.server
@@ -29,6 +30,7 @@ import threading
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from attn.traces.common.atomic import RefusedOutput, check_output, replace_file
@@ -232,27 +234,22 @@ def screenshot(
     except ImportError:
         raise ViewerUnavailable("playwright is not installed (pip install -e .[test])") from None
     trace_path, png_path = Path(trace_path).resolve(), Path(png_path)
-
-    with tempfile.TemporaryDirectory(prefix="trace-viewer-") as tmp:
-        address = _link_viewer(Path(tmp), folder, trace_path, range_name, select)
-        with serve(Path(tmp)) as base, _browser(chromium) as browser:
-            try:
-                page = browser.new_page(
-                    viewport={"width": width, "height": height}, device_scale_factor=2
-                )
-                page.set_default_timeout(TIMEOUT_MS)
-                page.goto(base + address)
-                try:
-                    facts = page.evaluate("window.traceViewer.opened") or {}
-                except PlaywrightError as error:
-                    message = str(error).splitlines()[0]
-                    raise RuntimeError(
-                        f"the viewer could not show {trace_path}: {message}"
-                    ) from None
-                selected = _selected_title(page) if range_name else None
-                _write(png_path, page.screenshot(type="png"))
-            finally:
-                page.close()
+    with _viewer_page(chromium, folder, (width, height)) as shot:
+        query = _query(trace_path, shot.link(trace_path), range_name, select)
+        try:
+            if shot.loaded:  # the viewer is parsed already: only the trace changes
+                facts = shot.page.evaluate("q => window.traceViewer.reopen(q)", "?" + query)
+            else:
+                shot.page.goto(f"{shot.base}viewer/{INDEX_HTML}?{query}")
+                facts = shot.page.evaluate("window.traceViewer.opened")
+            facts = facts or {}
+        except PlaywrightError as error:
+            shot.broken = True  # a page that failed once is not used again
+            message = str(error).splitlines()[0]
+            raise RuntimeError(f"the viewer could not show {trace_path}: {message}") from None
+        shot.loaded = True
+        selected = _selected_title(shot.page) if range_name else None
+        _write(png_path, shot.page.screenshot(type="png"))
     return {
         "selected": selected,
         "range": facts.get("range"),
@@ -273,14 +270,8 @@ def _check_shot(trace_path: Path, png_path: Path, range_name: str | None) -> Non
         pass
 
 
-def _link_viewer(
-    root: Path, folder: Path, trace_path: Path, range_name: str | None, select: str | None
-) -> str:
-    """One folder to serve: the viewer, and the trace beside it (links, not copies); returns the
-    page's address in it, with the trace, range and selection in the query."""
-    (root / "viewer").symlink_to(folder, target_is_directory=True)
-    trace_name = "trace" + "".join(trace_path.suffixes)
-    (root / trace_name).symlink_to(trace_path)
+def _query(trace_path: Path, trace_name: str, range_name: str | None, select: str | None) -> str:
+    """The page's query: the trace (served beside the viewer), its title, range and selection."""
     query = {
         "trace": f"../{trace_name}",
         "title": "/".join(trace_path.parts[-3:]),  # e.g. cpu/naive/trace.json.gz
@@ -288,7 +279,56 @@ def _link_viewer(
         "select": select or "",
         "still": "1",
     }
-    return f"viewer/{INDEX_HTML}?{urlencode(query, quote_via=quote)}"
+    return urlencode(query, quote_via=quote)
+
+
+@dataclasses.dataclass
+class _Page:
+    """A page of the viewer at one size, and the folder its server serves: the viewer, and each
+    trace shown in it beside it (links, not copies)."""
+
+    page: Any
+    root: Path
+    base: str
+    loaded: bool = False  # the viewer's code parsed: the next trace goes through reopen()
+    broken: bool = False
+    shown: int = 0
+
+    def link(self, trace_path: Path) -> str:
+        """The trace linked into the served folder under a name of its own; that name."""
+        self.shown += 1
+        name = f"trace-{self.shown}" + "".join(trace_path.suffixes)
+        (self.root / name).symlink_to(trace_path)
+        return name
+
+
+@contextlib.contextmanager
+def _viewer_page(chromium: str, folder: Path, size: tuple[int, int]) -> Iterator[_Page]:
+    """The open session's page at `size` (made on first use, kept for the next picture unless it
+    broke), or a page for this picture alone."""
+    if not _sessions:
+        with contextlib.ExitStack() as stack:
+            yield _new_page(stack, stack.enter_context(_browser(chromium)), folder, size)
+        return
+    shared = _sessions[-1]
+    pages = shared.setdefault("pages", {})
+    if size not in pages or pages[size].broken:
+        with _browser(chromium) as browser:
+            pages[size] = _new_page(shared["stack"], browser, folder, size)
+    yield pages[size]
+
+
+def _new_page(stack: contextlib.ExitStack, browser, folder: Path, size: tuple[int, int]) -> _Page:
+    """A page at `size` (two device pixels a CSS pixel) and a served folder holding the viewer,
+    both closed with `stack`."""
+    root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trace-viewer-")))
+    (root / "viewer").symlink_to(folder, target_is_directory=True)
+    base = stack.enter_context(serve(root))
+    width, height = size
+    page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=2)
+    stack.callback(page.close)
+    page.set_default_timeout(TIMEOUT_MS)
+    return _Page(page, root, base)
 
 
 _sessions: list[dict] = []  # the open session(): its exit stack and, once launched, its browser
