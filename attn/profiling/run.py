@@ -229,24 +229,7 @@ def profile_example(
     with contextlib.ExitStack() as stack:
         env = None
         if spec and spec.times_first_calls:
-            chain = _chains[-1] if _chains else stack.enter_context(_chain())
-            env = chain["env"]
-            if not chain["ran"]:  # the run's first compile: once cold, then the one profiled, warm
-                chain["ran"].append(variant.name)
-                with _example_run(variant, script, config, folder, COMPILE_JSON, env) as cold:
-                    base["cold_first_calls_seconds"] = json.loads((cold / COMPILE_JSON).read_text())
-                chain["cold_start"] = (variant.name, base["cold_first_calls_seconds"]["first"])
-                # A line between the two runs: together they take a minute on a busy machine.
-                say(
-                    f"{variant.name}: cold start {chain['cold_start'][1]:.1f} s; the warm rerun next"
-                )
-            else:  # once, profiled, on what the compiles before it left (its own graph is new)
-                name, seconds = chain["cold_start"] or (None, None)
-                base["first_calls_after"] = {
-                    "variants": list(chain["ran"]), "cold_start_variant": name,
-                    "cold_start_seconds": seconds,
-                }  # fmt: skip
-                chain["ran"].append(variant.name)
+            env = _first_calls(stack, variant, script, config, folder, base)
         written = stack.enter_context(_example_run(variant, script, config, folder, first, env))
         if spec and spec.ranks > 1:  # no screenshot: the ranks' figure is its picture
             try:
@@ -257,6 +240,30 @@ def profile_example(
         summary = _analyse_written(written, folder, variant, base)
     _add_viewer(folder, summary, screenshot, had_viewer)
     return folder
+
+
+def _first_calls(
+    stack: contextlib.ExitStack, variant: Variant, script: Sequence[str], config: ProfileConfig,
+    folder: Path, base: dict,
+) -> dict[str, str]:  # fmt: skip
+    """The compile caches the profiled run of a compiled example gets (the run's, else its own),
+    with its cold run done first where it is the run's first compile; what the summary says of
+    them goes into `base`."""
+    chain = _chains[-1] if _chains else stack.enter_context(_chain())
+    if not chain["ran"]:  # the run's first compile: once cold, then the one profiled, warm
+        chain["ran"].append(variant.name)
+        with _example_run(variant, script, config, folder, COMPILE_JSON, chain["env"]) as cold:
+            base["cold_first_calls_seconds"] = json.loads((cold / COMPILE_JSON).read_text())
+        chain["cold_start"] = (variant.name, base["cold_first_calls_seconds"]["first"])
+        # A line between the two runs: together they take a minute on a busy machine.
+        say(f"{variant.name}: cold start {chain['cold_start'][1]:.1f} s; the warm rerun next")
+        return chain["env"]
+    name, seconds = chain["cold_start"] or (None, None)  # None: the first one's cold run failed
+    base["first_calls_after"] = {
+        "variants": list(chain["ran"]), "cold_start_variant": name, "cold_start_seconds": seconds,
+    }  # fmt: skip
+    chain["ran"].append(variant.name)  # once, profiled, on what the compiles before it left
+    return chain["env"]
 
 
 @contextlib.contextmanager
