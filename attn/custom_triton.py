@@ -355,6 +355,7 @@ _INTERPRETED = triton is not None and not isinstance(_attn_fwd, triton.runtime.J
 INTERPRETER_BLOCKS = (32, 16)
 INTERPRETER_DKDV_BLOCKS = (16, 32)
 PREPROCESS_BLOCK = 64  # rows per program of the D = rowsum(dO * O) kernel: it only streams memory
+KERNELS = {"fwd": _attn_fwd, "dkdv": _attn_bwd_dkdv, "dq": _attn_bwd_dq}  # by _launch_kernel
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) each kernel is autotuned over on a GPU.
@@ -380,11 +381,27 @@ def _tuned(kernel_name: str):
         triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=warps, num_stages=stages)
         for m, n, warps, stages in CONFIGS[kernel_name]
     ]
-    kernel = {"fwd": _attn_fwd, "dkdv": _attn_bwd_dkdv, "dq": _attn_bwd_dq}[kernel_name]
     key = ["SEQ_Q", "SEQ_K", "HEAD_DIM", "IS_CAUSAL"]
     return triton.autotune(configs, key=key + (["STORE_LSE"] if kernel_name == "fwd" else []))(
-        kernel
+        KERNELS[kernel_name]
     )
+
+
+def _launch_kernel(
+    name: str, args: tuple, consts: dict, *, seq: int, along: str, programs: int, blocks
+):
+    """Launch kernel `name` on the grid (blocks of `seq` cut by its `along` block size, programs):
+    with `blocks` (BLOCK_M, BLOCK_N) pinned, else autotuned over its CONFIGS."""
+    if blocks is None:
+        _tuned(name)[lambda meta: (triton.cdiv(seq, meta[along]), programs)](*args, **consts)
+        return
+    sizes = dict(zip(("BLOCK_M", "BLOCK_N"), blocks, strict=True))
+    KERNELS[name][(triton.cdiv(seq, sizes[along]), programs)](*args, **consts, **sizes)
+
+
+def _strides(*tensors: torch.Tensor) -> tuple[int, ...]:
+    """Each tensor's four strides, one after another: the kernels take them as arguments."""
+    return tuple(s for t in tensors for s in t.stride())
 
 
 # The launch grid is (query blocks, batch * heads): CUDA caps a grid's second dimension at 65535.
@@ -433,20 +450,17 @@ def _launch(q, k, v, *, is_causal, scale, block_m, block_n, store_lse=False):
     # fp32 [batch, heads, seq_q]; without STORE_LSE the kernel never touches it, so `out` stands in
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device) if store_lse else None
     args = (q, k, v, out, out if lse is None else lse)
-    args += (*q.stride(), *k.stride(), *v.stride(), *out.stride(), heads, seq_q, seq_k)
-    args += (scale * LOG2E,)
+    args += (*_strides(q, k, v, out), heads, seq_q, seq_k, scale * LOG2E)
     consts = {"HEAD_DIM": head_dim, "IS_CAUSAL": is_causal, "STORE_LSE": store_lse}
-    if block_m is None and block_n is None and not _INTERPRETED:
-
-        def grid(meta):
-            return (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)
-
-        _tuned("fwd")[grid](*args, **consts)
-    else:  # fixed blocks: the interpreter, or a caller pinning them
-        block_m = block_m or (INTERPRETER_BLOCKS[0] if _INTERPRETED else 128)
-        block_n = block_n or (INTERPRETER_BLOCKS[1] if _INTERPRETED else 64)
-        grid = (triton.cdiv(seq_q, block_m), batch * heads)
-        _attn_fwd[grid](*args, **consts, BLOCK_M=block_m, BLOCK_N=block_n)
+    blocks = None  # autotuned, unless the interpreter runs it or a caller pins a block size
+    if block_m is not None or block_n is not None or _INTERPRETED:
+        blocks = (
+            block_m or (INTERPRETER_BLOCKS[0] if _INTERPRETED else 128),
+            block_n or (INTERPRETER_BLOCKS[1] if _INTERPRETED else 64),
+        )
+    _launch_kernel(
+        "fwd", args, consts, seq=seq_q, along="BLOCK_M", programs=batch * heads, blocks=blocks
+    )
     return out, lse
 
 
@@ -463,31 +477,22 @@ def _launch_backward(q, k, v, out, lse, dout, *, is_causal, scale, blocks=None):
     delta = torch.empty_like(lse)
     pre_grid = (triton.cdiv(seq_q, PREPROCESS_BLOCK), batch * heads)
     _attn_bwd_preprocess[pre_grid](
-        out, dout, delta, *out.stride(), *dout.stride(), heads, seq_q, head_dim, PREPROCESS_BLOCK
+        out, dout, delta, *_strides(out, dout), heads, seq_q, head_dim, PREPROCESS_BLOCK
     )
     inputs = (q, k, v, dout, lse, delta)
-    strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride())
+    strides = _strides(q, k, v, dout)
     tail = (heads, seq_q, seq_k, scale * LOG2E, scale)
     consts = {"HEAD_DIM": head_dim, "IS_CAUSAL": is_causal}
-    dkdv_args = (*inputs, dk, dv, *strides, *dk.stride(), *tail)
-    dq_args = (*inputs, dq, *strides, *dq.stride(), *tail)
     if _INTERPRETED and blocks is None:
         blocks = (INTERPRETER_DKDV_BLOCKS, INTERPRETER_BLOCKS)
-    if blocks is not None:
-        (m1, n1), (m2, n2) = blocks
-        _attn_bwd_dkdv[(triton.cdiv(seq_k, n1), batch * heads)](
-            *dkdv_args, **consts, BLOCK_M=m1, BLOCK_N=n1
-        )
-        _attn_bwd_dq[(triton.cdiv(seq_q, m2), batch * heads)](
-            *dq_args, **consts, BLOCK_M=m2, BLOCK_N=n2
-        )
-    else:
-        _tuned("dkdv")[lambda meta: (triton.cdiv(seq_k, meta["BLOCK_N"]), batch * heads)](
-            *dkdv_args, **consts
-        )
-        _tuned("dq")[lambda meta: (triton.cdiv(seq_q, meta["BLOCK_M"]), batch * heads)](
-            *dq_args, **consts
-        )
+    dkdv_blocks, dq_blocks = blocks or (None, None)
+    dkdv_args = (*inputs, dk, dv, *strides, *_strides(dk), *tail)
+    dq_args = (*inputs, dq, *strides, *_strides(dq), *tail)
+    programs = batch * heads
+    _launch_kernel("dkdv", dkdv_args, consts, seq=seq_k, along="BLOCK_N", programs=programs,
+                   blocks=dkdv_blocks)  # fmt: skip
+    _launch_kernel("dq", dq_args, consts, seq=seq_q, along="BLOCK_M", programs=programs,
+                   blocks=dq_blocks)  # fmt: skip
     return dq, dk, dv
 
 

@@ -105,14 +105,26 @@ def parse_args() -> argparse.Namespace:
 RANK_BYTES = 600 * 2**20  # a CPU rank's interpreter, torch and its shard: 0.45 GB seen, and room
 
 
+def usable_cores() -> int | None:
+    """The cores this process may run on (None where the system does not say)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def free_memory() -> int | None:
+    """Bytes of memory free on this machine (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def check_machine(p: argparse.ArgumentParser, world: int, device: str) -> None:
     """The ranks started here must fit the machine: a core each on a CPU, and their memory."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     if device == "cpu" and world > (cores or 1):
         p.error(f"--world {world}: this machine gives {cores} cores, one a rank at most")
-    try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # not told on this system: not checked
+    free = free_memory()
+    if free is None:  # not told on this system: not checked
         return
     if world * RANK_BYTES > free:
         p.error(

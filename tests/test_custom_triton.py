@@ -511,6 +511,35 @@ def test_backward_compiles_for_nvidia_without_a_gpu(name, arch, dtype, head_dim,
     _assert_tensor_core_kernel(compiled, arch)
 
 
+class _Launches:
+    """Stands in for a kernel (or an autotuned one): each launch's grid, as the config gives it."""
+
+    def __init__(self, config: dict):
+        self.config, self.grids = config, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **consts):
+            meta = {**self.config, **consts}  # a pinned launch passes its blocks as constants
+            self.grids.append(grid(meta) if callable(grid) else grid)
+
+        return launch
+
+
+@needs_triton
+@pytest.mark.parametrize(("name", "along", "seq"), [("fwd", "BLOCK_M", 257), ("dkdv", "BLOCK_N", 100),
+                                                    ("dq", "BLOCK_M", 33)])  # fmt: skip
+def test_an_autotuned_launch_cuts_the_grid_a_pinned_one_does(monkeypatch, name, along, seq):
+    """The autotuned path runs only on a GPU: given a config's blocks, its grid is the one the
+    interpreted tests launch with those blocks pinned."""
+    tuned, pinned = _Launches({"BLOCK_M": 64, "BLOCK_N": 32}), _Launches({})
+    monkeypatch.setattr(custom_triton, "_tuned", lambda kernel_name: tuned)
+    monkeypatch.setitem(custom_triton.KERNELS, name, pinned)
+    for blocks in (None, (64, 32)):
+        custom_triton._launch_kernel(name, (), {}, seq=seq, along=along, programs=6, blocks=blocks)
+    expected = (-(-seq // {"BLOCK_M": 64, "BLOCK_N": 32}[along]), 6)
+    assert tuned.grids == pinned.grids == [expected]
+
+
 def test_rejects_head_dim_96():
     q = torch.zeros(1, 1, 4, 96, dtype=torch.float16)
     with pytest.raises(ValueError, match="96"):

@@ -593,6 +593,23 @@ def test_diagnose_a_folder_of_ranks_as_json(tmp_path, capsys):
     )
 
 
+def test_diagnose_and_analyze_refuse_a_rank_without_the_others_range_in_one_line(tmp_path, capsys):
+    """A rank with no attn_fwd was compared over its whole trace: both commands name it in one
+    line (exit 1, as for any trace refused), and analyze writes nothing."""
+    job = write_ring(tmp_path / "job")
+    trace = json.loads(gzip.decompress((job / "rank1/trace.json.gz").read_bytes()))
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e["name"] != "attn_fwd"]
+    (job / "rank1/trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
+    assert main(["diagnose", str(job)]) == 1
+    assert main(["analyze", str(job), "--out", str(tmp_path / "set")]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    diagnosed, analysed = [ln for ln in lines if ln.startswith("error:")]
+    assert diagnosed.startswith("error: rank 1 (rank1/trace.json.gz) has no attn_fwd range")
+    # analyze refuses the rank as it analyses it, as it would the trace alone: naming it
+    assert analysed.startswith("error: rank1/trace.json.gz: ") and "no 'attn_fwd'" in analysed
+    assert not (tmp_path / "set" / "job").exists()
+
+
 def test_a_stop_swallowed_in_a_weakref_callback_is_taken_up_at_the_next_check(monkeypatch, capsys):
     """SIGTERM's KeyboardInterrupt raised inside a weakref's callback (a garbage collection) is
     ignored by Python, which printed it as a traceback and ran on: now it prints nothing, and the

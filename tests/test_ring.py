@@ -414,6 +414,44 @@ def test_a_world_the_machine_cannot_hold_is_refused_before_any_rank_starts(tmp_p
     assert not (tmp_path / "runs").exists()
 
 
+def the_example():
+    """examples/ring_attention.py as a module, for its checks with the machine's readings set."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "ring_attention", ROOT / "examples/ring_attention.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("world", "refused"), [(4, True), (3, False)])
+def test_a_world_whose_ranks_do_not_fit_in_memory_is_refused_before_any_rank_starts(
+    tmp_path, monkeypatch, capsys, world, refused
+):
+    """The memory side of the --world check, on a machine of many cores and 2 GiB free: four
+    ranks of RANK_BYTES (2.3 GiB) do not fit, three (1.8 GiB) do."""
+    example = the_example()
+    started = []
+    monkeypatch.setattr(example, "usable_cores", lambda: 64)
+    monkeypatch.setattr(example, "free_memory", lambda: 2 * 2**30)
+    monkeypatch.setattr(example, "start_ranks", lambda args: started.append(args.world))
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ring_attention.py", *TINY, "--world", str(world)])
+    if not refused:
+        example.main()
+        assert started == [3]
+        return
+    with pytest.raises(SystemExit) as ended:
+        example.main()
+    assert ended.value.code == 2 and started == []
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert line.endswith("error: --world 4: 4 ranks need about 2.3 GiB, 2.0 GiB is free")
+
+
 def test_a_stale_file_where_a_rank_folder_goes_is_named_before_profiling(tmp_path):
     """A file called rank9 in the output folder ended the run with NotADirectoryError, after
     every rank had profiled."""

@@ -195,3 +195,58 @@ def test_a_negative_rank_in_distributed_info_is_refused_naming_the_trace(tmp_pat
     with pytest.raises(TraceFormatError, match="trace.json.gz: distributedInfo.rank is -1, not a"):
         rank_of({"distributedInfo": {"rank": -1}}, path)
     assert rank_of({"distributedInfo": {"rank": 3}}, path) == 3
+
+
+# --- ranks that are not one job's ---------------------------------------------------------------
+
+
+def gpu_forwards(rank: int, name: str = "NVIDIA H200") -> dict:
+    """A GPU rank whose ranges are attn_fwd, as a CPU rank's are: only the device differs."""
+    trace = gpu_step(rank)
+    for e in trace["traceEvents"]:
+        if e["name"].startswith("ProfilerStep#"):
+            e["name"] = "attn_fwd"
+    return {**trace, "deviceProperties": [{"name": name}]}
+
+
+def test_ranks_of_a_cpu_and_a_gpu_are_refused_naming_each_and_its_device(tmp_path):
+    """A CPU rank and a GPU rank were compared as one job: CPU op time against kernel time,
+    "straggler: rank 0"."""
+    write(tmp_path / "rank0" / "trace.json.gz", ring_rank(0, forwards=2))
+    write(tmp_path / "rank1" / "trace.json.gz", gpu_forwards(1))
+    with pytest.raises(TraceFormatError) as refused:
+        read_ranks(rank_traces(tmp_path), workers=1)
+    line = str(refused.value)
+    assert "\n" not in line and "straggler" not in line
+    assert line.startswith(
+        "rank 0 (rank0/trace.json.gz) on the CPU and rank 1 (rank1/trace.json.gz) on NVIDIA H200: "
+    )
+    # Two GPU ranks of one job are compared as before.
+    write(tmp_path / "rank0" / "trace.json.gz", gpu_forwards(0))
+    assert [r["device"] for r in read_ranks(rank_traces(tmp_path), workers=1)] == [
+        {"type": "cuda", "name": "NVIDIA H200"}
+    ] * 2
+
+
+def test_a_rank_without_the_range_the_others_share_is_refused_naming_it(tmp_path):
+    """A rank with no attn_fwd was compared over its whole trace against the others' ranges."""
+    write_ring(tmp_path, world=3)
+    alone = ring_rank(1, world=3)
+    alone["traceEvents"] = [e for e in alone["traceEvents"] if e["name"] != "attn_fwd"]
+    write(tmp_path / "rank1" / "trace.json.gz", alone)
+    with pytest.raises(TraceFormatError) as refused:
+        read_ranks(rank_traces(tmp_path), workers=1)
+    assert str(refused.value) == (
+        "rank 1 (rank1/trace.json.gz) has no attn_fwd range (measured over the whole trace), "
+        "which ranks 0, 2 have: ranks are compared range by range"
+    )
+
+
+def test_ranks_that_recorded_different_steps_are_still_one_job(tmp_path):
+    """One step each, #5 on one rank and #6 on the other: both ranges are steps."""
+    write(tmp_path / "r0.json.gz", gpu_step(0, steps=1))
+    late = gpu_step(1, steps=1)
+    late["traceEvents"][0]["name"] = "ProfilerStep#6"
+    write(tmp_path / "r1.json.gz", late)
+    rows = read_ranks(rank_traces(tmp_path), workers=1)
+    assert [r["range"] for r in rows] == ["ProfilerStep#5", "ProfilerStep#6"]

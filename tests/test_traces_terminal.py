@@ -11,6 +11,7 @@ UNSAFE = {
     "newline": ("one\ntwo\r", "one\\ntwo\\r"),
     "C1 control": ("\x9b2J", "\\x9b2J"),
     "bidi override": ("abc\u202edef", "abc\\u202edef"),
+    "a name's byte that is not UTF-8": ("job\udcff", "job\\udcff"),  # no stream could write it
 }
 
 

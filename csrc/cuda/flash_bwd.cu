@@ -25,6 +25,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flash_common.h"
+
 namespace {
 
 constexpr int kBlock = 32;  // query rows per query tile, keys per key tile
@@ -299,13 +301,6 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_dq_kernel(const FlashBwdPa
   }
 }
 
-template <typename Kernel>
-cudaError_t allow_smem(Kernel kernel, int bytes) {
-  // Above 48 KiB a kernel must opt in to dynamic shared memory.
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
 template <typename T, int D>
 cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();  // 42,240 bytes for D=64, 74,752 for D=128
@@ -319,12 +314,12 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   // dK/dV runs even when seq_q is 0: it then writes zeros, the gradient of keys nobody sees.
-  if ((err = allow_smem(flash_bwd_dkdv_kernel<T, D>, kSmem)) != cudaSuccess) return err;
+  if ((err = flash::allow_smem(flash_bwd_dkdv_kernel<T, D>, kSmem)) != cudaSuccess) return err;
   const dim3 dkdv_grid((p.seq_k + kBlock - 1) / kBlock, p.heads, p.batch);
   flash_bwd_dkdv_kernel<T, D><<<dkdv_grid, kThreads, kSmem, stream>>>(p);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   if (p.seq_q > 0) {
-    if ((err = allow_smem(flash_bwd_dq_kernel<T, D>, kSmem)) != cudaSuccess) return err;
+    if ((err = flash::allow_smem(flash_bwd_dq_kernel<T, D>, kSmem)) != cudaSuccess) return err;
     const dim3 dq_grid((p.seq_q + kBlock - 1) / kBlock, p.heads, p.batch);
     flash_bwd_dq_kernel<T, D><<<dq_grid, kThreads, kSmem, stream>>>(p);
     err = cudaGetLastError();
@@ -335,10 +330,9 @@ cudaError_t launch(const FlashBwdParams& p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t launch_flash_attention_backward(const FlashBwdParams& p, cudaStream_t stream) {
-  if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_k < 0) return cudaErrorInvalidValue;
+  if (flash::negative_size(p)) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.heads == 0 || (p.seq_q == 0 && p.seq_k == 0)) return cudaSuccess;
-  if (p.seq_k == 0) return cudaErrorInvalidValue;  // the forward refuses softmax over no keys
-  if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;  // grid y/z limits
+  if (flash::unlaunchable(p)) return cudaErrorInvalidValue;  // as the forward refuses
   if (p.q == nullptr || p.k == nullptr || p.v == nullptr || p.grad_k == nullptr ||
       p.grad_v == nullptr) {
     return cudaErrorInvalidValue;
@@ -347,14 +341,8 @@ cudaError_t launch_flash_attention_backward(const FlashBwdParams& p, cudaStream_
                       p.delta == nullptr || p.grad_q == nullptr)) {
     return cudaErrorInvalidValue;
   }
-  const bool bf16 = p.dtype == FlashDtype::kBFloat16;
-  if (!bf16 && p.dtype != FlashDtype::kFloat16) return cudaErrorInvalidValue;
-  switch (p.head_dim) {
-    case 64:
-      return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
-    case 128:
-      return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return flash::dispatch(p.dtype, p.head_dim, [&](auto kernel) {
+    using K = decltype(kernel);
+    return launch<typename K::Element, K::kHeadDim>(p, stream);
+  });
 }

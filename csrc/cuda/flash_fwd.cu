@@ -11,6 +11,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flash_common.h"
+
 namespace {
 
 constexpr int kBlockM = 64;  // query rows per block: 4 warps x 16 rows (one mma M)
@@ -324,11 +326,8 @@ template <typename T, int D>
 cudaError_t launch(const FlashParams& p, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>(sizeof(T));  // 46,080 bytes for D=64, 87,040 for D=128
   auto kernel = flash_fwd_kernel<T, D>;
-  if (kSmem > 48 * 1024) {  // above 48 KiB a kernel must opt in to dynamic shared memory
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (err != cudaSuccess) return err;
-  }
+  const cudaError_t err = flash::allow_smem(kernel, kSmem);
+  if (err != cudaSuccess) return err;
   const dim3 grid((p.seq_q + kBlockM - 1) / kBlockM, p.heads, p.batch);
   kernel<<<grid, kThreads, kSmem, stream>>>(p);
   return cudaGetLastError();
@@ -343,10 +342,9 @@ bool strides_ok(int64_t batch, int64_t head, int64_t seq) {
 }  // namespace
 
 cudaError_t launch_flash_attention_forward(const FlashParams& p, cudaStream_t stream) {
-  if (p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_k < 0) return cudaErrorInvalidValue;
+  if (flash::negative_size(p)) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.heads == 0 || p.seq_q == 0) return cudaSuccess;  // nothing to write
-  if (p.seq_k == 0) return cudaErrorInvalidValue;  // softmax over no keys is undefined
-  if (p.batch > 65535 || p.heads > 65535) return cudaErrorInvalidValue;  // grid y/z limits
+  if (flash::unlaunchable(p)) return cudaErrorInvalidValue;
   if (!aligned(p.q) || !aligned(p.k) || !aligned(p.v) || !aligned(p.out)) {
     return cudaErrorInvalidValue;
   }
@@ -356,14 +354,8 @@ cudaError_t launch_flash_attention_forward(const FlashParams& p, cudaStream_t st
       !strides_ok(p.out_batch_stride, p.out_head_stride, p.out_seq_stride)) {
     return cudaErrorInvalidValue;
   }
-  const bool bf16 = p.dtype == FlashDtype::kBFloat16;
-  if (!bf16 && p.dtype != FlashDtype::kFloat16) return cudaErrorInvalidValue;
-  switch (p.head_dim) {
-    case 64:
-      return bf16 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__half, 64>(p, stream);
-    case 128:
-      return bf16 ? launch<__nv_bfloat16, 128>(p, stream) : launch<__half, 128>(p, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return flash::dispatch(p.dtype, p.head_dim, [&](auto kernel) {
+    using K = decltype(kernel);
+    return launch<typename K::Element, K::kHeadDim>(p, stream);
+  });
 }

@@ -17,50 +17,15 @@
 #include <string>
 #include <vector>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "flash_bwd.h"
 #include "flash_fwd.h"
+#include "test_flash_common.h"
 
 namespace {
 
-struct Case {
-  int batch, heads, seq_q, seq_k, head_dim;
-  bool is_causal;
-  FlashDtype dtype;
-  bool bshd = false;     // q, k, v, dO stored as [batch, seq, heads, head_dim] (strided views)
-  int poison_from = -1;  // >= 0: keys/values from this index on are NaN on the GPU (never read)
-};
-
-uint16_t to_bits(float x, FlashDtype dtype) {
-  if (dtype == FlashDtype::kBFloat16) return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x;
-  return __half_raw(__float2half_rn(x)).x;
-}
-
-float from_bits(uint16_t bits, FlashDtype dtype) {
-  if (dtype == FlashDtype::kBFloat16) {
-    __nv_bfloat16_raw raw;
-    raw.x = bits;
-    return __bfloat162float(__nv_bfloat16(raw));
-  }
-  __half_raw raw;
-  raw.x = bits;
-  return __half2float(__half(raw));
-}
-
-uint16_t nan_bits(FlashDtype dtype) { return dtype == FlashDtype::kBFloat16 ? 0x7fc0 : 0x7e00; }
-
-struct Strides {
-  int64_t batch, head, seq;
-};
-
-Strides strides_for(const Case& c, int seq, bool bshd) {
-  const int64_t d = c.head_dim;
-  if (bshd) return {int64_t(seq) * c.heads * d, d, int64_t(c.heads) * d};
-  return {int64_t(c.heads) * seq * d, int64_t(seq) * d, d};
-}
+using namespace flash_test;
 
 // Everything the reference computes, dense [b][h][seq][d] (lse: [b][h][seq_q]).
 struct Grads {
@@ -131,15 +96,6 @@ Grads reference(const Case& c, const std::vector<float>& q, const std::vector<fl
         }
     }
   return g;
-}
-
-std::string describe(const Case& c) {
-  char buf[160];
-  snprintf(buf, sizeof(buf), "%s b=%d h=%d sq=%d sk=%d d=%d %s%s%s",
-           c.dtype == FlashDtype::kBFloat16 ? "bf16" : "fp16", c.batch, c.heads, c.seq_q, c.seq_k,
-           c.head_dim, c.is_causal ? "causal" : "full", c.bshd ? " bshd" : "",
-           c.poison_from >= 0 ? " poisoned" : "");
-  return buf;
 }
 
 bool g_cuda_error = false;  // any CUDA error makes the program fail, whatever the cases say
@@ -216,15 +172,7 @@ bool run_case(const Case& c, uint32_t seed) {
     }
   };
   fill(q_bits, q), fill(k_bits, k), fill(v_bits, v), fill(do_bits, dout);
-  if (c.poison_from >= 0) {  // the GPU copies only: the reference keeps the real values
-    for (int b = 0; b < c.batch; ++b)
-      for (int h = 0; h < c.heads; ++h)
-        for (int j = c.poison_from; j < c.seq_k; ++j)
-          for (int e = 0; e < c.head_dim; ++e) {
-            const int64_t i = b * ks.batch + h * ks.head + j * ks.seq + e;
-            k_bits[i] = v_bits[i] = nan_bits(c.dtype);
-          }
-  }
+  poison_keys(c, ks, k_bits, v_bits);
   // Gradients start as NaN (so an element never written shows), followed by a guard zone.
   std::vector<uint16_t> gq(n_q + kGuard, nan_bits(c.dtype)), gk(n_k + kGuard, nan_bits(c.dtype));
   std::fill(gq.begin() + n_q, gq.end(), kGuardBits);

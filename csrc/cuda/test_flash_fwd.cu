@@ -14,49 +14,14 @@
 #include <string>
 #include <vector>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "flash_fwd.h"
+#include "test_flash_common.h"
 
 namespace {
 
-struct Case {
-  int batch, heads, seq_q, seq_k, head_dim;
-  bool is_causal;
-  FlashDtype dtype;
-  bool bshd;          // store tensors as [batch, seq, heads, head_dim] (strided views)
-  float amplitude;    // inputs ~ amplitude * N(0, 1); large values stress the running max
-  int poison_from = -1;  // >= 0: keys/values from this index on are NaN on the GPU (never read)
-};
-
-uint16_t to_bits(float x, FlashDtype dtype) {
-  if (dtype == FlashDtype::kBFloat16) return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x;
-  return __half_raw(__float2half_rn(x)).x;
-}
-
-float from_bits(uint16_t bits, FlashDtype dtype) {
-  if (dtype == FlashDtype::kBFloat16) {
-    __nv_bfloat16_raw raw;
-    raw.x = bits;
-    return __bfloat162float(__nv_bfloat16(raw));
-  }
-  __half_raw raw;
-  raw.x = bits;
-  return __half2float(__half(raw));
-}
-
-// Element strides of one tensor in the chosen layout: {batch, head, seq}.
-struct Strides {
-  int64_t batch, head, seq;
-};
-
-Strides strides_for(const Case& c, int seq) {
-  const int64_t d = c.head_dim;
-  if (c.bshd) return {int64_t(seq) * c.heads * d, d, int64_t(c.heads) * d};
-  return {int64_t(c.heads) * seq * d, int64_t(seq) * d, d};
-}
+using namespace flash_test;
 
 // Softmax(q k^T * scale) v in double, from the same rounded inputs the GPU sees.
 void reference(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
@@ -88,15 +53,6 @@ void reference(const Case& c, const std::vector<float>& q, const std::vector<flo
       }
 }
 
-std::string describe(const Case& c) {
-  char buf[160];
-  snprintf(buf, sizeof(buf), "%s b=%d h=%d sq=%d sk=%d d=%d %s%s%s%s",
-           c.dtype == FlashDtype::kBFloat16 ? "bf16" : "fp16", c.batch, c.heads, c.seq_q, c.seq_k,
-           c.head_dim, c.is_causal ? "causal" : "full", c.bshd ? " bshd" : "",
-           c.amplitude != 1.f ? " amplitude" : "", c.poison_from >= 0 ? " poisoned" : "");
-  return buf;
-}
-
 #define CHECK_CUDA(call)                                                              \
   do {                                                                                \
     const cudaError_t err_ = (call);                                                  \
@@ -110,7 +66,7 @@ std::string describe(const Case& c) {
 bool run_case(const Case& c, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  const Strides qs = strides_for(c, c.seq_q), ks = strides_for(c, c.seq_k);
+  const Strides qs = strides_for(c, c.seq_q, c.bshd), ks = strides_for(c, c.seq_k, c.bshd);
   const int64_t n_q = int64_t(c.batch) * c.heads * c.seq_q * c.head_dim;
   const int64_t n_k = int64_t(c.batch) * c.heads * c.seq_k * c.head_dim;
 
@@ -126,16 +82,7 @@ bool run_case(const Case& c, uint32_t seed) {
   fill(q_bits, q, c.amplitude);
   fill(k_bits, k, c.amplitude);
   fill(v_bits, v, 1.f);
-  if (c.poison_from >= 0) {  // the GPU copies only: the reference keeps the real values
-    const uint16_t nan_bits = c.dtype == FlashDtype::kBFloat16 ? 0x7fc0 : 0x7e00;
-    for (int b = 0; b < c.batch; ++b)
-      for (int h = 0; h < c.heads; ++h)
-        for (int j = c.poison_from; j < c.seq_k; ++j)
-          for (int e = 0; e < c.head_dim; ++e) {
-            const int64_t i = b * ks.batch + h * ks.head + j * ks.seq + e;
-            k_bits[i] = v_bits[i] = nan_bits;
-          }
-  }
+  poison_keys(c, ks, k_bits, v_bits);
 
   // The output is dense [b][h][sq][d] plus a guard zone after it that must stay untouched.
   constexpr int64_t kGuard = 4096;
@@ -269,17 +216,18 @@ int main() {
   for (FlashDtype dtype : {FlashDtype::kBFloat16, FlashDtype::kFloat16})
     for (const auto& s : shapes)
       for (bool causal : {false, true})
-        cases.push_back({s[0], s[1], s[2], s[3], s[4], causal, dtype, false, 1.f});
-  // Strided [batch, seq, heads, head_dim] inputs, and large scores that move the running max.
+        cases.push_back({s[0], s[1], s[2], s[3], s[4], causal, dtype});
+  // Strided [batch, seq, heads, head_dim] inputs, and large scores that move the running max
+  // ({..., bshd, poison_from, amplitude}: -1 poisons nothing).
   for (FlashDtype dtype : {FlashDtype::kBFloat16, FlashDtype::kFloat16}) {
-    cases.push_back({2, 3, 130, 77, 64, true, dtype, true, 1.f});
-    cases.push_back({1, 2, 77, 130, 128, false, dtype, true, 1.f});
-    cases.push_back({1, 2, 300, 300, 64, true, dtype, false, 3.f});
-    cases.push_back({1, 1, 150, 300, 128, false, dtype, false, 3.f});
+    cases.push_back({2, 3, 130, 77, 64, true, dtype, true});
+    cases.push_back({1, 2, 77, 130, 128, false, dtype, true});
+    cases.push_back({1, 2, 300, 300, 64, true, dtype, false, -1, 3.f});
+    cases.push_back({1, 1, 150, 300, 128, false, dtype, false, -1, 3.f});
     // Causal tile skipping: 20 queries fit one 64-row block, so keys 64.. must never be loaded
     // (loaded and masked, 0 * NaN would still reach the output).
-    cases.push_back({1, 2, 20, 200, 64, true, dtype, false, 1.f, 64});
-    cases.push_back({1, 1, 70, 300, 128, true, dtype, false, 1.f, 128});
+    cases.push_back({1, 2, 20, 200, 64, true, dtype, false, 64});
+    cases.push_back({1, 1, 70, 300, 128, true, dtype, false, 128});
   }
 
   int passed = 0, failed = 0;

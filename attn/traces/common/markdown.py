@@ -14,7 +14,7 @@ import re
 from attn.traces.common.terminal import escaped
 from attn.traces.read.patterns import OP_NAME
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # and a name's bytes not UTF-8
 MARKS = re.compile(r"([\\`\[\]{}])")  # escapes, code, links and images, attribute lists
 EMPHASIS = re.compile(r"([*_])")  # left alone in text (a stray * or _ only slants words)
 # In an attribute list's quoted value, what would end it ('}', '"'), or start inline Markdown
@@ -27,7 +27,8 @@ OP = re.compile(OP_NAME)
 
 
 def visible(name: str) -> str:
-    """Control characters (a newline, an escape sequence) as their Python escapes: one line."""
+    """Control characters (a newline, an escape sequence) and lone surrogates (a file name's bytes
+    that are not UTF-8) as their Python escapes: one line that any file or page can hold."""
     return escaped(str(name), CONTROL)
 
 

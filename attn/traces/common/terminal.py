@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 
 MAX_CHARS = 1000  # a C++ kernel name of hundreds of characters stays whole; ten million do not
 # C0 and C1 controls (ESC starts every escape sequence, OSC 8's too), and the format characters
-# that reorder or hide text: zero-width ones, line and paragraph separators, bidi overrides.
-UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# that reorder or hide text: zero-width ones, line and paragraph separators, bidi overrides; and
+# lone surrogates, which are a file name's bytes that are not UTF-8 (no stream can write them).
+UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
+)
 
 
 def escaped(text: str, unsafe: re.Pattern = UNSAFE) -> str:

@@ -88,6 +88,6 @@ def report_ranks(result: dict, console: Console) -> None:
     for r in rows:
         table.add_row(*_row(r))
     console.print(table)
-    console.print(_what_is_measured(rows))
+    console.print(shown(_what_is_measured(rows)))  # a step's name is the trace's: anything
     console.print(_imbalance(result))
     _findings(rows, console)

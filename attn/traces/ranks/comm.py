@@ -36,6 +36,7 @@ from attn.traces.read.trace import Trace
 
 Spans = np.ndarray  # (n, 2) starts and ends, sorted and apart: the time a set of events covers
 MAX_SPANS = 2000  # a lane of the ranks' figure: closer stretches are drawn as one
+WHOLE_TRACE = "the whole trace"  # the range of a trace with no attn_fwd and no ProfilerStep
 
 
 def covered(starts, ends) -> Spans:
@@ -210,8 +211,7 @@ def windows(trace: Trace) -> tuple[str, list[Window]]:
         ]  # fmt: skip
     host, device = np.flatnonzero(~trace.is_device), np.flatnonzero(trace.is_device)
     start, end = float(trace.ts.min()), float(trace.end.max())
-    whole = "the whole trace"
-    return whole, [Window(trace, whole, start, end, host, host, device)]
+    return WHOLE_TRACE, [Window(trace, WHOLE_TRACE, start, end, host, host, device)]
 
 
 def _mean(values: list[float]) -> float:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from matplotlib.patches import Patch
 
+from attn.traces.common.markdown import visible
 from attn.traces.figures.plot import figure, save
 
 COMPUTE = ("#4e79a7", "compute")
@@ -28,7 +29,8 @@ def _bars(ax, spans: list[list[float]], t0: float, y: float, height: float, colo
 
 
 def draw_ranks(lanes: list[tuple[int, dict]], title: str, path: Path) -> Path:
-    """lanes: (rank, its lanes) for each rank, drawn top to bottom in that order."""
+    """lanes: (rank, its lanes) for each rank, drawn top to bottom in that order. The title may
+    name anything (a folder, a device): drawn as text, its control characters as escapes."""
     n = len(lanes)
     height = min(MAX_ROWS_IN, 0.9 + ROW_IN * n)
     fig, ax = figure(height)
@@ -44,7 +46,8 @@ def draw_ranks(lanes: list[tuple[int, dict]], title: str, path: Path) -> Path:
     ax.set_yticks(range(n), [f"rank {rank}" for rank, _ in reversed(lanes)])
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_xlabel("ms from the first rank's start of this range")
-    ax.set_title(title, loc="left", fontsize="medium")
+    # Not parsed as mathtext either: a name with two `$` in it would be a formula, or an error.
+    ax.set_title(visible(title), loc="left", fontsize="medium", parse_math=False)
     ax.spines[["top", "right"]].set_visible(False)
     handles = [Patch(color=c, label=label) for c, label in (COMPUTE, COMMUNICATION, WAITING)]
     handles.append(Patch(facecolor="none", edgecolor=RANGE, label="the range (attn_fwd)"))

@@ -71,7 +71,8 @@ def ranked_summary(rows: list[dict], base: dict, spec: Any | None = None) -> dic
     """The summary across ranks: base, every rank's row, the imbalance and straggler, the
     straggler's per-forward numbers with the highest peak of memory of any rank, and the spec's
     claims about ranks (attn.traces.claims.rank_checks) checked on it."""
-    kept = [{k: v for k, v in r.items() if k not in ("lanes", "numbers")} for r in rows]
+    # A rank's device is checked as it is read (one for every rank) and is the summary's.
+    kept = [{k: v for k, v in r.items() if k not in ("lanes", "numbers", "device")} for r in rows]
     imb = imbalance(kept)
     straggler = imb["straggler"] if imb else kept[0]["rank"]
     slowest = next(r for r in rows if r["rank"] == straggler)["numbers"]
