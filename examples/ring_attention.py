@@ -110,8 +110,16 @@ def usable_cores() -> int | None:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def free_memory() -> int | None:
-    """Bytes of memory free on this machine (None where the system does not say)."""
+def free_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """Bytes of memory the ranks can have on this machine (None where the system does not say):
+    Linux's MemAvailable, which counts the page cache the kernel gives back on demand; elsewhere
+    the pages free now (which does not, and so can refuse a world that would fit)."""
+    try:
+        for line in Path(meminfo).read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # in kB
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):

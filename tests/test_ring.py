@@ -507,3 +507,14 @@ def _group_alive(group: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_free_memory_counts_the_page_cache_the_kernel_gives_back(tmp_path):
+    """MemAvailable, not MemFree: a machine whose memory is mostly page cache still has room."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 8000000 kB\nMemFree: 100000 kB\nMemAvailable: 6000000 kB\n")
+    assert the_example().free_memory(str(meminfo)) == 6000000 * 1024
+    (tmp_path / "none").write_text("MemTotal: 8000000 kB\n")  # an old kernel: the pages free now
+    assert the_example().free_memory(str(tmp_path / "none")) == (
+        os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    )
