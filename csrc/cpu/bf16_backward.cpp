@@ -11,7 +11,7 @@
 //   dV_j += P^T [keys, rows] @ dO_i  and  dK_j += dS^T [keys, rows] @ Q_i: B in pairs of rows
 //   dQ_i^T += K_j^T [d, keys] @ dS^T: B in pairs of keys
 // Q and dO are packed both ways once per head, K^T once per key block; dS^T is written in both of
-// its layouts as it is made. Tiles are padded with zeros to kKeys x kRows, so brgemm JITs three
+// its layouts as it is made. Tiles are padded with zeros to kKeys x kQueries, so brgemm JITs three
 // GEMM shapes (and their accumulating twins) whatever the lengths.
 
 #include "attention_tiles.h"
@@ -31,12 +31,20 @@ namespace attn {
 using bf16 = c10::BFloat16;
 using backward::Grads;
 using backward::kKeys;
-using backward::kRows;
 using tiles::round_up;
 
-// A head's queries padded to whole tiles, and a line more: its packed Q^T and dO^T (in words) and
-// its dQ^T (in floats), whose rows at a power-of-two length would share L1 sets.
-int64_t bf16_backward_ld_q(int64_t seq_q) { return round_up(seq_q, kRows) + 16; }
+// Queries per tile: twice the fp32 path's kRows, which halves the brgemm calls per product (each
+// with its own setup); on our AMX CPU at B2 H8 S2048 D64 that took about 12% less CPU time than
+// 64, and 256 no less than 128.
+constexpr int64_t kQueries = 128;
+
+// A head's queries padded for its last tile: tiles start at a key block's first key (a multiple
+// of kKeys) or at 0, and span kQueries.
+int64_t padded_queries(int64_t seq_q) { return round_up(seq_q, kKeys) + kQueries - kKeys; }
+
+// Its packed Q^T and dO^T (in words) and its dQ^T (in floats) have a line more, so that their rows
+// at a power-of-two length do not share L1 sets.
+int64_t bf16_backward_ld_q(int64_t seq_q) { return padded_queries(seq_q) + 16; }
 
 #ifdef ATTN_BF16_PRODUCTS
 namespace {
@@ -51,13 +59,13 @@ using Scratchpad = backward::Scratchpad<E>;
 // K^T, and its dK and dV; a tile's S^T and dP^T (fp32), P^T and dS^T (bf16), and dS^T in pairs.
 struct Bf16Scratch {
   explicit Bf16Scratch(const Grads<bf16>& g)
-      : width(round_up(g.seq_q, kRows)),
+      : width(padded_queries(g.seq_q)),
         qt(g.d * g.ld_q), dot(g.d * g.ld_q), qp(width * g.d), dop(width * g.d),
         dqt(g.d * g.ld_q), lse2(width), delta(width),
         kpad(kKeys * g.d), vpad(kKeys * g.d), kt(g.d * kKeys),
-        s(kKeys * kRows), dp(kKeys * kRows), pt(kKeys * kRows), dst(kKeys * kRows),
-        dsp(kKeys * kRows), dk(kKeys * g.d), dv(kKeys * g.d) {}
-  int64_t width;  // seq_q padded to whole tiles
+        s(kKeys * kQueries), dp(kKeys * kQueries), pt(kKeys * kQueries),
+        dst(kKeys * kQueries), dsp(kKeys * kQueries), dk(kKeys * g.d), dv(kKeys * g.d) {}
+  int64_t width;  // padded_queries(seq_q)
   Scratchpad<bf16> qt, dot, qp, dop;
   Floats dqt, lse2, delta;
   Scratchpad<bf16> kpad, vpad, kt;
@@ -101,7 +109,7 @@ ATTN_BF16_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
   return static_cast<__mmask16>(upto_hi & ~below_lo);
 }
 
-// A tile's S^T and dP^T (fp32, kKeys x kRows) become P^T = exp(scale S^T - lse) and dS^T = P^T *
+// A tile's S^T and dP^T (fp32, kKeys x kQueries) become P^T = exp(scale S^T - lse) and dS^T = P^T *
 // (dP^T - D) * scale in bf16, dS^T also in pairs of keys (dsp). Entry (c, r) is key j0 + c against
 // query i0 + r; it is zero where the key is past the block (c >= cols), the query past the head
 // (r >= rows) or, causal, the key in the query's future (r < j0 + c - i0). Two keys at a time: one
@@ -113,13 +121,14 @@ ATTN_BF16_INLINE void score_grads(const Grads<bf16>& g, Bf16Scratch& w, int64_t 
   const float *lse2 = w.lse2.get() + i0, *delta = w.delta.get() + i0;
   bf16 *pt = w.pt.get(), *dst = w.dst.get(), *dsp = w.dsp.get();
   for (int64_t c = 0; c < kKeys; c += 2) {
-    for (int64_t r = 0; r < kRows; r += 16) {
+    for (int64_t r = 0; r < kQueries; r += 16) {
       __m256i grads[2];
       for (int64_t e = 0; e < 2; ++e) {
-        const int64_t key = c + e, at = key * kRows + r;
+        const int64_t key = c + e, at = key * kQueries + r;
         const int64_t first = g.causal ? j0 + key - i0 : 0;  // the first query that sees the key
         const __mmask16 seen = key < cols ? lanes_between(first - r, rows - r) : 0;
-        const __m512 t = _mm512_fmsub_ps(_mm512_loadu_ps(s + at), scale2, _mm512_loadu_ps(lse2 + r));
+        const __m512 t =
+            _mm512_fmsub_ps(_mm512_loadu_ps(s + at), scale2, _mm512_loadu_ps(lse2 + r));
         const __m512 p = _mm512_maskz_mov_ps(seen, exp2_lanes(t));
         const __m512 diff = _mm512_sub_ps(_mm512_loadu_ps(dp + at), _mm512_loadu_ps(delta + r));
         const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(p, diff), scale);
@@ -128,7 +137,7 @@ ATTN_BF16_INLINE void score_grads(const Grads<bf16>& g, Bf16Scratch& w, int64_t 
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at), grads[e]);
       }
       // Word (c / 2, r) of the pairs layout: (dS^T[c][r], dS^T[c + 1][r]).
-      _mm512_storeu_si512(dsp + c * kRows + 2 * r, interleave_rows(grads[0], grads[1]));
+      _mm512_storeu_si512(dsp + c * kQueries + 2 * r, interleave_rows(grads[0], grads[1]));
     }
   }
 }
@@ -154,18 +163,21 @@ ATTN_BF16_ISA void key_block(const Grads<bf16>& g, int64_t bh, int64_t j0, Bf16S
   float *dk = w.dk.get(), *dv = w.dv.get(), *s = w.s.get(), *dp = w.dp.get();
   // Causal: query i sees keys j <= i, so queries before j0 see none of this block.
   const int64_t i_begin = g.causal ? j0 : 0;
-  for (int64_t i0 = i_begin; i0 < g.seq_q; i0 += kRows) {
-    const int64_t rows = std::min(kRows, g.seq_q - i0);
-    // S^T = K_j @ Q_i^T and dP^T = V_j @ dO_i^T: [kKeys, d] x [d, kRows].
-    gemm<kPath>(kKeys, kRows, d, k, d, w.qt.get() + 2 * i0, g.ld_q, s, kRows, false);
-    gemm<kPath>(kKeys, kRows, d, v, d, w.dot.get() + 2 * i0, g.ld_q, dp, kRows, false);
+  for (int64_t i0 = i_begin; i0 < g.seq_q; i0 += kQueries) {
+    const int64_t rows = std::min(kQueries, g.seq_q - i0);
+    // S^T = K_j @ Q_i^T and dP^T = V_j @ dO_i^T: [kKeys, d] x [d, kQueries].
+    gemm<kPath>(kKeys, kQueries, d, k, d, w.qt.get() + 2 * i0, g.ld_q, s, kQueries, false);
+    gemm<kPath>(kKeys, kQueries, d, v, d, w.dot.get() + 2 * i0, g.ld_q, dp, kQueries, false);
     score_grads(g, w, i0, rows, j0, cols);
     const bool more = i0 > i_begin;  // the first tile overwrites dK and dV
-    // dV_j += P^T @ dO_i and dK_j += dS^T @ Q_i: [kKeys, kRows] x [kRows, d].
-    gemm<kPath>(kKeys, d, kRows, w.pt.get(), kRows, w.dop.get() + i0 * d, d, dv, d, more);
-    gemm<kPath>(kKeys, d, kRows, w.dst.get(), kRows, w.qp.get() + i0 * d, d, dk, d, more);
-    // dQ_i^T += K_j^T @ dS^T: [d, kKeys] x [kKeys, kRows].
-    gemm<kPath>(d, kRows, kKeys, kt, kKeys, w.dsp.get(), kRows, w.dqt.get() + i0, g.ld_q, true);
+    // dV_j += P^T @ dO_i and dK_j += dS^T @ Q_i: [kKeys, kQueries] x [kQueries, d].
+    gemm<kPath>(kKeys, d, kQueries, w.pt.get(), kQueries, w.dop.get() + i0 * d, d, dv, d,
+                more);
+    gemm<kPath>(kKeys, d, kQueries, w.dst.get(), kQueries, w.qp.get() + i0 * d, d, dk, d,
+                more);
+    // dQ_i^T += K_j^T @ dS^T: [d, kKeys] x [kKeys, kQueries].
+    gemm<kPath>(d, kQueries, kKeys, kt, kKeys, w.dsp.get(), kQueries, w.dqt.get() + i0, g.ld_q,
+                true);
   }
   bf16* dk_out = g.dk + (bh * g.seq_k + j0) * d;
   bf16* dv_out = g.dv + (bh * g.seq_k + j0) * d;

@@ -137,18 +137,18 @@ ATTN_BF16_ISA void micro_kernel(int64_t pairs, const bf16* a, int64_t lda, const
 
 using MicroKernel = void (*)(int64_t, const bf16*, int64_t, const bf16*, int64_t, float*, int64_t,
                              bool);
-constexpr int kMicroRows = 6, kVectors = 4;  // the micro-kernel's largest block: 6 rows x 64 columns
+constexpr int kMicroRows = 6, kVectors = 4;  // the largest block: 6 rows x 64 columns
 
 template <int R>
 inline constexpr MicroKernel kByWidth[kVectors] = {&micro_kernel<R, 1>, &micro_kernel<R, 2>,
-                                            &micro_kernel<R, 3>, &micro_kernel<R, 4>};
-inline constexpr const MicroKernel* kMicroKernels[kMicroRows] = {kByWidth<1>, kByWidth<2>, kByWidth<3>,
-                                                     kByWidth<4>, kByWidth<5>, kByWidth<6>};
+                                                   &micro_kernel<R, 3>, &micro_kernel<R, 4>};
+inline constexpr const MicroKernel* kMicroKernels[kMicroRows] = {
+    kByWidth<1>, kByWidth<2>, kByWidth<3>, kByWidth<4>, kByWidth<5>, kByWidth<6>};
 
 // C[m, n] (+)= A[m, k] @ B[k, n] with AVX512-BF16: n a multiple of 16, k even.
-inline ATTN_BF16_ISA void gemm_avx512_bf16(int64_t m, int64_t n, int64_t k, const bf16* a, int64_t lda,
-                                    const bf16* b, int64_t ldb, float* c, int64_t ldc,
-                                    bool accumulate) {
+inline ATTN_BF16_ISA void gemm_avx512_bf16(int64_t m, int64_t n, int64_t k, const bf16* a,
+                                           int64_t lda, const bf16* b, int64_t ldb, float* c,
+                                           int64_t ldc, bool accumulate) {
   for (int64_t j = 0; j < n; j += 16 * kVectors) {  // B's columns stay in L1 across A's rows
     const int64_t vectors = std::min<int64_t>(kVectors, (n - j) / 16);
     for (int64_t i = 0; i < m; i += kMicroRows) {
