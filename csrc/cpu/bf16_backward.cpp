@@ -33,6 +33,8 @@ using backward::Grads;
 using backward::kKeys;
 using tiles::round_up;
 
+namespace {
+
 // Queries per tile: twice the fp32 path's kRows, which halves the brgemm calls per product (each
 // with its own setup); on our AMX CPU at B2 H8 S2048 D64 that took about 12% less CPU time than
 // 64, and 256 no less than 128.
@@ -41,6 +43,8 @@ constexpr int64_t kQueries = 128;
 // A head's queries padded for its last tile: tiles start at a key block's first key (a multiple
 // of kKeys) or at 0, and span kQueries.
 int64_t padded_queries(int64_t seq_q) { return round_up(seq_q, kKeys) + kQueries - kKeys; }
+
+}  // namespace
 
 // Its packed Q^T and dO^T (in words) and its dQ^T (in floats) have a line more, so that their rows
 // at a power-of-two length do not share L1 sets.
