@@ -40,6 +40,7 @@ CPU_SOURCES = (
     "cpu/flash_attention_cpu.cpp",
     "cpu/flash_attention_backward_cpu.cpp",
     "cpu/bf16_products.cpp",
+    "cpu/bf16_backward.cpp",
     "cpu/cpu_features.cpp",
     "cpu/peaks_cpu.cpp",
 )

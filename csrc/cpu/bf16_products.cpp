@@ -2,8 +2,9 @@
 // and accumulate in fp32:
 //  - AMX: tdpbf16ps on 16 x 16 tiles, through ATen's cpublas::brgemm (oneDNN's brgemm, as torch's
 //    own flash attention uses it);
-//  - AVX512-BF16: vdpbf16ps, in the small micro-kernel below (where there is no AMX, cpublas's
-//    bf16 GEMM is the BLAS's, which converts and repacks both operands on every call).
+//  - AVX512-BF16: vdpbf16ps, in a small micro-kernel of our own (bf16_tiles.h; where there is no
+//    AMX, cpublas's bf16 GEMM is the BLAS's, which converts and repacks both operands on every
+//    call).
 // Both read K^T and V packed once per head in the layout both instructions want, pairs of rows
 // interleaved ("VNNI"), so one packing serves both. The softmax between the products is AVX-512:
 // 2^x from an exponent (vscalefps) and a polynomial, P converted to bf16 by vcvtne2ps2bf16, 16
@@ -14,6 +15,7 @@
 
 #include "bf16_products.h"
 
+#include "bf16_tiles.h"
 #include "cpu_features.h"
 
 #include <ATen/Parallel.h>
@@ -24,11 +26,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define ATTN_BF16_PRODUCTS 1
-#endif
 
 namespace attn {
 
@@ -65,9 +62,7 @@ bool bf16_path_offered(Bf16Path path) {
 #ifdef ATTN_BF16_PRODUCTS
 namespace {
 
-#define ATTN_BF16_ISA \
-  __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
-#define ATTN_BF16_INLINE ATTN_BF16_ISA inline __attribute__((always_inline))
+using namespace bf16_tiles;
 
 // Keys are packed, and products run, in blocks of this many: partial tiles are padded to it, so
 // brgemm JITs a few GEMM shapes instead of one per tile width.
@@ -102,159 +97,6 @@ struct Scratch {
   int64_t head = -1;  // which (batch, head) kt and v hold
 };
 
-// 16 x 16 32-bit words, transposed in registers: x[r] lane c becomes x[c] lane r.
-ATTN_BF16_INLINE void transpose16(__m512i x[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {  // pairs of rows: words interleaved
-    t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {  // quads of rows: pairs of words interleaved
-    x[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    x[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    x[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    x[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {  // then 128-bit lanes: across quads, then across halves
-    t[i] = _mm512_shuffle_i32x4(x[i], x[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_i32x4(x[i], x[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_i32x4(x[i + 8], x[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_i32x4(x[i + 8], x[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 4; ++i) {
-    x[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    x[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-    x[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-    x[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-  }
-}
-
-// K^T in pairs: the 32-bit word (i, n) = (K[n][2i], K[n][2i + 1]) at word i * ld_kt + n. That is
-// B of S = Q @ K^T in VNNI layout, [d / 2][keys][2]; keys past seq_k are zeros. Blocks of 16 keys
-// x 16 words, read as rows of K and written as rows of K^T.
-ATTN_BF16_ISA void pack_kt(const bf16* k, int64_t ld_k, int64_t seq_k, int64_t d,
-                           const Scratch& w) {
-  auto* out = reinterpret_cast<uint32_t*>(w.kt.get());
-  for (int64_t n0 = 0; n0 < w.keys; n0 += 16) {
-    for (int64_t i0 = 0; i0 < d / 2; i0 += 16) {
-      const int64_t words = std::min<int64_t>(16, d / 2 - i0);
-      const __mmask16 lanes = static_cast<__mmask16>((1u << words) - 1);
-      __m512i x[16];
-      for (int r = 0; r < 16; ++r)
-        x[r] = n0 + r < seq_k ? _mm512_maskz_loadu_epi32(lanes, k + (n0 + r) * ld_k + 2 * i0)
-                              : _mm512_setzero_si512();
-      transpose16(x);
-      for (int64_t i = 0; i < words; ++i)
-        _mm512_storeu_si512(out + (i0 + i) * w.ld_kt + n0, x[i]);
-    }
-  }
-}
-
-// V in pairs of keys: (V[2j][c], V[2j + 1][c]) at word j * d + c: B of acc += P @ V in VNNI
-// layout, [keys / 2][d][2]; keys past seq_k are zeros. 16 columns of two rows at a time.
-ATTN_BF16_ISA void pack_v(const bf16* v, int64_t ld_v, int64_t seq_k, int64_t d,
-                          const Scratch& w) {
-  // Output lane 2c takes the even row's column c (index c), lane 2c + 1 the odd row's (32 + c).
-  alignas(64) int16_t order[32];
-  for (int c = 0; c < 16; ++c) order[2 * c] = c, order[2 * c + 1] = 32 + c;
-  const __m512i interleave = _mm512_load_si512(order);
-  bf16* out = w.v.get();
-  for (int64_t j = 0; j < w.keys; j += 2) {
-    for (int64_t c = 0; c < d; c += 16) {
-      const __m256i even = j < seq_k ? _mm256_loadu_si256((const __m256i*)(v + j * ld_v + c))
-                                     : _mm256_setzero_si256();
-      const __m256i odd = j + 1 < seq_k
-                              ? _mm256_loadu_si256((const __m256i*)(v + (j + 1) * ld_v + c))
-                              : _mm256_setzero_si256();
-      _mm512_storeu_si512(out + j * d + 2 * c,
-                          _mm512_permutex2var_epi16(_mm512_castsi256_si512(even), interleave,
-                                                    _mm512_castsi256_si512(odd)));
-    }
-  }
-}
-
-// C[R rows, 16 * CV columns] (+)= A @ B over `pairs` pairs of the inner dimension: A bf16
-// row-major (lda), B in VNNI layout (ldb words per pair), C fp32 (ldc). R x CV accumulators, CV
-// rows of B and one broadcast of A stay in zmm registers (at most 6 x 4 + 4 + 1 of 32).
-template <int R, int CV>
-ATTN_BF16_ISA void micro_kernel(int64_t pairs, const bf16* a, int64_t lda, const bf16* b,
-                                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  __m512 acc[R][CV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v)
-      acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
-  for (int64_t i = 0; i < pairs; ++i) {
-    __m512bh bv[CV];
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v)
-      bv[v] = (__m512bh)_mm512_loadu_si512(b + 2 * (i * ldb + 16 * v));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, a + r * lda + 2 * i, sizeof pair);
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
-#pragma GCC unroll 4
-      for (int v = 0; v < CV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < CV; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
-}
-
-using MicroKernel = void (*)(int64_t, const bf16*, int64_t, const bf16*, int64_t, float*, int64_t,
-                             bool);
-constexpr int kRows = 6, kVectors = 4;  // the micro-kernel's largest block: 6 rows x 64 columns
-
-template <int R>
-constexpr MicroKernel kByWidth[kVectors] = {&micro_kernel<R, 1>, &micro_kernel<R, 2>,
-                                            &micro_kernel<R, 3>, &micro_kernel<R, 4>};
-constexpr const MicroKernel* kMicroKernels[kRows] = {kByWidth<1>, kByWidth<2>, kByWidth<3>,
-                                                     kByWidth<4>, kByWidth<5>, kByWidth<6>};
-
-// C[m, n] (+)= A[m, k] @ B[k, n] with AVX512-BF16: n a multiple of 16, k even.
-ATTN_BF16_ISA void gemm_avx512_bf16(int64_t m, int64_t n, int64_t k, const bf16* a, int64_t lda,
-                                    const bf16* b, int64_t ldb, float* c, int64_t ldc,
-                                    bool accumulate) {
-  for (int64_t j = 0; j < n; j += 16 * kVectors) {  // B's columns stay in L1 across A's rows
-    const int64_t vectors = std::min<int64_t>(kVectors, (n - j) / 16);
-    for (int64_t i = 0; i < m; i += kRows) {
-      const int64_t rows = std::min<int64_t>(kRows, m - i);
-      kMicroKernels[rows - 1][vectors - 1](k / 2, a + i * lda, lda, b + 2 * j, ldb,
-                                           c + i * ldc + j, ldc, accumulate);
-    }
-  }
-}
-
-// C[m, n] (+)= A[m, k] @ B[k, n], B in VNNI layout with ldb words per pair of rows.
-template <Bf16Path kPath>
-ATTN_BF16_INLINE void gemm(int64_t m, int64_t n, int64_t k, const bf16* a, int64_t lda,
-                           const bf16* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  if constexpr (kPath == Bf16Path::kAmx) {
-    at::native::cpublas::brgemm(m, n, k, lda, ldb, ldc, accumulate, a, b, c, /*is_vnni=*/true);
-  } else {
-    gemm_avx512_bf16(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-  }
-}
-
-// 2^t for t <= 0, lane by lane: 2^n for n = round(t) from the exponent (vscalefps), times 2^f for
-// the remainder |f| <= 1/2 by a degree-3 polynomial fitted to it (relative error 8e-5: P is then
-// rounded to bf16, 2e-3). Adding 1.5 * 2^23 rounds t to an integer (two additions, where
-// vrndscaleps would be two uops on one port); t is clamped at -125 so that no result is subnormal.
-ATTN_BF16_INLINE __m512 exp2_lanes(__m512 t) {
-  const __m512 round = _mm512_set1_ps(12582912.0f);
-  t = _mm512_max_ps(t, _mm512_set1_ps(-125.f));
-  const __m512 n = _mm512_sub_ps(_mm512_add_ps(t, round), round);
-  const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(5.517166853e-02f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.426111400e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.932609677e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.999280572e-01f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // Lane-wise max, min and sum, as functions of the target ISA (a lambda would not inherit it).
 struct Max {
@@ -465,8 +307,10 @@ void run(const Problem<bf16>& p, int64_t batch_heads) {
         const int64_t bh = item / tiles, tile = tiles::tile_order(item % tiles, tiles, p.causal);
         if (w.head != bh) {  // a new head: its K^T and V packed once for its tiles here
           const int64_t b = bh / p.heads, h = bh % p.heads;
-          pack_kt(p.k + b * p.k_sb + h * p.k_sh, p.k_ss, p.seq_k, p.head_dim, w);
-          pack_v(p.v + b * p.v_sb + h * p.v_sh, p.v_ss, p.seq_k, p.head_dim, w);
+          pack_transposed_pairs(p.k + b * p.k_sb + h * p.k_sh, p.k_ss, p.seq_k, w.keys,
+                                p.head_dim, w.kt.get(), w.ld_kt);
+          pack_row_pairs(p.v + b * p.v_sb + h * p.v_sh, p.v_ss, p.seq_k, w.keys, p.head_dim,
+                         w.v.get());
           w.head = bh;
         }
         attend_tile<kPath>(p, bh, tile * kBlockQ, w);

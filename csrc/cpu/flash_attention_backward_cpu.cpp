@@ -7,36 +7,33 @@
 //   dP^T = V_j dO_i^T                 dS^T = P^T * (dP^T - D_i) * scale, D = rowsum(dO * O)
 //   dV_j += P^T dO_i                  dK_j += dS^T Q_i                dQ_i^T += K_j^T dS^T
 // Tiles are computed transposed (keys down, queries across) so that all five products are plain
-// row-major GEMMs (cpublas::brgemm, fp32) reading their operands where they lie: no tile is ever
-// transposed, only Q^T and dO^T once per head and K^T once per key block.
+// row-major GEMMs reading their operands where they lie: no tile is ever transposed, only Q^T and
+// dO^T once per head and K^T once per key block.
 //
-// Threads share the (batch, head, key block) items, each thread a contiguous run of them, so a key
-// block's dK and dV belong to one thread and need no atomics. dQ sums over key blocks: each thread
-// accumulates dQ^T of its current head in scratch and writes it out when the head is done; a head
-// whose key blocks are split between two threads (at most one per thread boundary) is written to
-// a partial buffer per thread instead, and those are summed after the parallel region (in a fixed
-// order, so results do not depend on timing). One pass over the tiles: five GEMMs each, where a
-// second pass over query blocks for dQ would recompute S and dP (seven).
+// Threads share the (batch, head, key block) items (backward_tiles.h): a key block's dK and dV
+// belong to one thread and need no atomics; dQ^T of a head is accumulated per thread and summed
+// from per-thread partials, in a fixed order, where a head is split between threads. One pass over
+// the tiles: five GEMMs each, where a second pass over query blocks for dQ would recompute S and dP
+// (seven).
 //
-// bf16 inputs are widened to fp32 on their way into scratch and take the fp32 products: the
-// forward's bf16 products need P in bf16 and operands in its VNNI layout, and the backward's five
-// products in three layouts are left for later. Scratch comes from torch's CPU allocator, so that
-// the profiler's memory view counts it.
+// This file multiplies in fp32 (cpublas::brgemm, oneDNN's fp32 brgemm). bf16 inputs take the CPU's
+// bf16 instructions where the forward does (bf16_backward.cpp: P and dS rounded to bf16 before
+// their products, fp32 accumulation); elsewhere (no AVX512-BF16, or a head_dim not a multiple of
+// 16) they are widened to fp32 on their way into scratch and take the products here.
 
 #include "attention_tiles.h"
+#include "backward_tiles.h"
+#include "bf16_products.h"
 #include "cpu_features.h"
 #include "flash_attention_cpu.h"
 #include "vector_lanes.h"
 
 #include <ATen/EmptyTensor.h>
-#include <ATen/Parallel.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 namespace attn {
 namespace {
@@ -45,33 +42,15 @@ using namespace lanes;
 using tiles::kLog2e;
 using tiles::round_up;
 
-constexpr int64_t kKeys = 64;  // keys per work item: its dK and dV accumulators, 2 x 16 KB at d 64
-constexpr int64_t kRows = 64;  // queries per tile: S^T and dP^T of a tile, 2 x 16 KB
+using backward::Floats;
+using backward::Grads;
+using backward::kKeys;
+using backward::kRows;
 
 // Leading dimension of a transposed fp32 buffer of n columns: a cache line more than n rounded to
 // lines, so that the rows a GEMM reads together do not fall into the same L1 sets (as the
 // forward's kt_stride).
 int64_t packed_stride(int64_t n) { return round_up(n, 16) + 16; }
-
-// fp32 scratch from torch's CPU allocator (64-byte aligned).
-struct Floats {
-  explicit Floats(int64_t n)
-      : data(c10::GetCPUAllocator()->allocate(std::max<int64_t>(n, 1) * sizeof(float))) {}
-  float* get() const { return static_cast<float*>(data.get()); }
-  c10::DataPtr data;
-};
-
-// One call's tensors, all contiguous [batch, heads, seq, d] (lse: [batch, heads, seq_q]).
-template <typename T>
-struct Grads {
-  const T *q, *k, *v, *out, *dout;
-  const float* lse;
-  T *dq, *dk, *dv;
-  int64_t seq_q, seq_k, d;
-  float scale;
-  bool causal;
-  int64_t ld_q;  // packed_stride(seq_q): Q^T, dO^T and dQ^T of a head
-};
 
 // One thread's working memory, allocated once per call: the head's Q^T, dO^T and dQ^T (and Q and
 // dO widened, for bf16), its rows' lse (times log2 e) and D, one key block's K^T (and K and V
@@ -128,27 +107,6 @@ void begin_head(const Grads<T>& g, int64_t bh, Scratch<T>& w) {
     w.lse2.get()[i] = g.lse[bh * g.seq_q + i] * kLog2e;
   }
   std::fill(w.dqt.get(), w.dqt.get() + g.d * g.ld_q, 0.f);
-}
-
-// The head's dQ^T, transposed back into rows: into grad_q (in T), or into a partial buffer
-// [seq_q, d] (fp32) where other threads hold the rest of this head's key blocks.
-template <typename T>
-void end_head(const Grads<T>& g, int64_t bh, const Scratch<T>& w, float* partial) {
-  const float* dqt = w.dqt.get();
-  T* dq = g.dq + bh * g.seq_q * g.d;
-  constexpr int64_t kBlock = 32;
-  for (int64_t i0 = 0; i0 < g.seq_q; i0 += kBlock) {
-    const int64_t i1 = std::min(i0 + kBlock, g.seq_q);
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t c = 0; c < g.d; ++c) {
-        const float x = dqt[c * g.ld_q + i];
-        if (partial != nullptr) {
-          partial[i * g.d + c] = x;
-        } else {
-          dq[i * g.d + c] = T(x);
-        }
-      }
-  }
 }
 
 // --8<-- [start:backward-tile]
@@ -248,59 +206,18 @@ BlockKernel<T> block_kernel() {
   return &key_block_baseline<T>;
 }
 
-// A head that two or more threads' runs of items share: which thread wrote which partial dQ.
-struct Part {
-  int64_t head, share;
-};
-
+// One thread's share of the work, for backward::over_key_blocks: its scratch, and this ISA's copy
+// of key_block.
 template <typename T>
-void backward(const Grads<T>& g, int64_t batch_heads) {
-  const int64_t blocks = (g.seq_k + kKeys - 1) / kKeys, items = batch_heads * blocks;
-  const int64_t shares = std::clamp<int64_t>(at::get_num_threads(), 1, items);
-  auto share_begin = [&](int64_t t) { return t * items / shares; };
-  // Decided before any thread runs: the heads split between shares, each share's parts in order.
-  std::vector<Part> parts;
-  for (int64_t t = 0; t < shares; ++t) {
-    const int64_t b = share_begin(t), e = share_begin(t + 1);
-    for (int64_t h = b / blocks; e > b && h <= (e - 1) / blocks; ++h)
-      if (b > h * blocks || e < (h + 1) * blocks) parts.push_back({h, t});
-  }
-  Floats partials(static_cast<int64_t>(parts.size()) * g.seq_q * g.d);
-  auto partial_of = [&](int64_t head, int64_t share) -> float* {
-    for (size_t i = 0; i < parts.size(); ++i)
-      if (parts[i].head == head && parts[i].share == share)
-        return partials.get() + static_cast<int64_t>(i) * g.seq_q * g.d;
-    return nullptr;  // the share holds all of the head's key blocks
-  };
-  const BlockKernel<T> run_block = block_kernel<T>();
-  at::parallel_for(0, shares, 1, [&](int64_t first, int64_t last) {
-    Scratch<T> w(g);
-    for (int64_t t = first; t < last; ++t) {
-      int64_t head = -1;
-      for (int64_t item = share_begin(t); item < share_begin(t + 1); ++item) {
-        const int64_t bh = item / blocks;
-        if (bh != head) {
-          if (head >= 0) end_head(g, head, w, partial_of(head, t));
-          begin_head(g, bh, w);
-          head = bh;
-        }
-        // Causal blocks early in the sequence cost more: visited as 0, n-1, 1, n-2, ...
-        run_block(g, bh, tiles::tile_order(item % blocks, blocks, g.causal) * kKeys, w);
-      }
-      if (head >= 0) end_head(g, head, w, partial_of(head, t));
-    }
-  });
-  // The split heads: their partials summed in share order, then written in T.
-  for (size_t i = 0; i < parts.size();) {
-    const int64_t head = parts[i].head, n = g.seq_q * g.d;
-    float* sum = partials.get() + static_cast<int64_t>(i) * n;
-    size_t j = i + 1;
-    for (; j < parts.size() && parts[j].head == head; ++j)
-      for (int64_t x = 0; x < n; ++x) sum[x] += partials.get()[static_cast<int64_t>(j) * n + x];
-    for (int64_t x = 0; x < n; ++x) g.dq[head * n + x] = T(sum[x]);
-    i = j;
-  }
-}
+struct Fp32Worker {
+  explicit Fp32Worker(const Grads<T>& grads) : g(grads), w(grads), run_block(block_kernel<T>()) {}
+  void begin_head(int64_t bh) { attn::begin_head(g, bh, w); }
+  void key_block(int64_t bh, int64_t j0) { run_block(g, bh, j0, w); }
+  void end_head(int64_t bh, float* partial) { backward::write_dq(g, bh, w.dqt.get(), partial); }
+  const Grads<T>& g;
+  Scratch<T> w;
+  BlockKernel<T> run_block;
+};
 
 void check_like(const char* name, const at::Tensor& t, const at::Tensor& q) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), "attn::flash_attention_backward (CPU) needs CPU tensors; ",
@@ -334,19 +251,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward_cpu(
     dk.zero_(), dv.zero_();
     return {dq, dk, dv};
   }
-  auto run = [&](auto zero) {
+  const int64_t d = q.size(3);
+  auto grads = [&](auto zero, int64_t ld_q) {
     using T = decltype(zero);
-    const Grads<T> g{qc.const_data_ptr<T>(), kc.const_data_ptr<T>(), vc.const_data_ptr<T>(),
-                     oc.const_data_ptr<T>(), doc.const_data_ptr<T>(), lc.const_data_ptr<float>(),
-                     dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(),
-                     seq_q, k.size(2), q.size(3), static_cast<float>(scale), is_causal,
-                     packed_stride(seq_q)};
-    backward<T>(g, batch * heads);
+    return Grads<T>{qc.const_data_ptr<T>(), kc.const_data_ptr<T>(), vc.const_data_ptr<T>(),
+                    oc.const_data_ptr<T>(), doc.const_data_ptr<T>(), lc.const_data_ptr<float>(),
+                    dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>(),
+                    seq_q, k.size(2), d, static_cast<float>(scale), is_causal, ld_q};
   };
   if (q.scalar_type() == at::kFloat) {
-    run(float{});
-  } else {
-    run(c10::BFloat16{});
+    backward::over_key_blocks<Fp32Worker<float>>(grads(float{}, packed_stride(seq_q)),
+                                                 batch * heads);
+  } else if (const Bf16Path path = pick_bf16_path(d % 16 == 0); path != Bf16Path::kFp32) {
+    run_bf16_backward(grads(c10::BFloat16{}, bf16_backward_ld_q(seq_q)), batch * heads, path);
+  } else {  // bf16 widened to fp32
+    backward::over_key_blocks<Fp32Worker<c10::BFloat16>>(
+        grads(c10::BFloat16{}, packed_stride(seq_q)), batch * heads);
   }
   return {dq, dk, dv};
 }

@@ -306,22 +306,9 @@ void run(const Problem<T>& p, int64_t batch_heads) {
 
 // How bf16 inputs of this head_dim and seq_k are multiplied: on the CPU's bf16 instructions where
 // it has them and the shape fits them (head_dim a multiple of 16, a head's packed K and V within
-// scratch), AMX first; else in fp32. ATTN_CPU_BF16_PATH (amx, avx512_bf16, fp32) forces one that
-// this CPU offers, e.g. to test AVX512-BF16 on a CPU with AMX.
+// scratch), AMX first; else in fp32.
 Bf16Path choose_bf16_path(int64_t head_dim, int64_t seq_k) {
-  const bool fits = head_dim % 16 == 0 && seq_k * head_dim <= kMaxKeptKt;
-  if (const char* forced = std::getenv("ATTN_CPU_BF16_PATH"); forced && *forced) {
-    for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16, Bf16Path::kFp32}) {
-      if (std::string(forced) != bf16_path_name(path)) continue;
-      TORCH_CHECK_VALUE(bf16_path_offered(path), "ATTN_CPU_BF16_PATH=", forced,
-                        ": this CPU offers ", c10::Join(", ", cpu_bf16_paths()));
-      return fits ? path : Bf16Path::kFp32;
-    }
-    TORCH_CHECK_VALUE(false, "ATTN_CPU_BF16_PATH=", forced, " is none of amx, avx512_bf16, fp32");
-  }
-  for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16})
-    if (fits && bf16_path_offered(path)) return path;
-  return Bf16Path::kFp32;
+  return pick_bf16_path(head_dim % 16 == 0 && seq_k * head_dim <= kMaxKeptKt);
 }
 
 template <typename T>
@@ -347,6 +334,21 @@ void forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::
 }
 
 }  // namespace
+
+Bf16Path pick_bf16_path(bool fits) {
+  if (const char* forced = std::getenv("ATTN_CPU_BF16_PATH"); forced && *forced) {
+    for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16, Bf16Path::kFp32}) {
+      if (std::string(forced) != bf16_path_name(path)) continue;
+      TORCH_CHECK_VALUE(bf16_path_offered(path), "ATTN_CPU_BF16_PATH=", forced,
+                        ": this CPU offers ", c10::Join(", ", cpu_bf16_paths()));
+      return fits ? path : Bf16Path::kFp32;
+    }
+    TORCH_CHECK_VALUE(false, "ATTN_CPU_BF16_PATH=", forced, " is none of amx, avx512_bf16, fp32");
+  }
+  for (Bf16Path path : {Bf16Path::kAmx, Bf16Path::kAvx512Bf16})
+    if (fits && bf16_path_offered(path)) return path;
+  return Bf16Path::kFp32;
+}
 
 std::vector<std::string> cpu_bf16_paths() {
   std::vector<std::string> paths;
