@@ -125,10 +125,13 @@ def test_enable_gqa_is_no_finding(tmp_path):
     assert diagnose(profiled(attention, tmp_path))["findings"] == []
 
 
-def test_timesformer_is_eager_and_every_finding_is_checked():
+@pytest.mark.parametrize(
+    "folder", ["tracelens-h100-timesformer-eager-softmax", "tracelens-mi300x-timesformer-eager"]
+)
+def test_timesformer_is_eager_and_every_finding_is_checked(folder):
     """TimeSformer scales its scores out of place (scores * scale): a new score matrix per call,
-    as many as the raw JSON holds muls of a softmax's input."""
-    folder = "tracelens-h100-timesformer-eager-softmax"
+    as many as the raw JSON holds muls of a softmax's input; on an H100 and, held out from the
+    changes of issue 54, on an MI300X."""
     result = diagnose(traced(folder))
     events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
     softmaxed = [e["args"]["Input Dims"][0] for e in events if e["name"] == "aten::softmax"]
@@ -781,3 +784,31 @@ def test_arange_outside_attention_is_no_call_s_bias():
     assert "bias_from_arange_per_call" not in kinds(once)
     (row,) = once["attention"]
     assert row["preparation"][0]["ops_per_call"] == pytest.approx(5 / 3)
+
+
+def test_held_out_sd3_5_s_findings_equal_a_count_of_the_raw_json():
+    """Stable Diffusion 3.5 (held out from the changes of issue 54): its T5 encoder's eager calls
+    cast their scores to float32 for the softmax and back (aten::to, then aten::type_as: a new
+    score matrix each); the first layer builds its position bias from arange inside its call,
+    after Q.K^T, so nothing before a call is charged to it and no bias is rebuilt per call; the
+    CLIP, MMDiT and VAE calls are SDPA's, in bfloat16, with nothing to find."""
+    folder = "tracelens-mi300x-sd3.5-xdit"
+    result = diagnose(traced(folder))
+    events = realtrace_count._x(raw(folder))
+    scores = [1, 64, 256, 256]
+    casts = realtrace_count._outer([
+        e for e in events if e.get("cat") == "cpu_op"
+        and e["name"] in ("aten::to", "aten::type_as")
+        and (e.get("args") or {}).get("Input Dims", [None])[0] == scores
+    ])  # fmt: skip
+    calls = sum(
+        n for n, *_ in realtrace_count.eager_calls(raw(folder), "nn.Module: T5Attention").values()
+    )
+    assert kinds(result) == {"eager_attention": calls, "out_of_place_score_ops": len(casts)}
+    assert (calls, len(casts)) == (48, 96)
+    assert not any("preparation" in r for r in result["attention"])
+    aranges = [e for e in events if e.get("name") == "aten::arange" and e.get("cat") == "cpu_op"]
+    t5 = [e for e in events if str(e.get("name", "")).startswith("nn.Module: T5Attention")]
+    inside = [a for a in realtrace_count._outer(aranges)
+              if any(float(m["ts"]) <= float(a["ts"]) <= realtrace_count._end(m) for m in t5)]  # fmt: skip
+    assert len(inside) == 4  # two forwards' first layer, two aranges each: in the call's window
