@@ -448,6 +448,30 @@ def test_pipelined_micro_batches_take_their_own_forwards():
     assert links(trace) == [1, 0, 3, 2, 5, 4]
 
 
+def test_a_recorded_training_step_without_numbers_or_flows_links_the_same_pairs_by_shapes():
+    """Our SDPA flash training set: its three steps' backwards, with sequence numbers and flows
+    taken out, find the same forwards by shapes and order as by the numbers."""
+    path = CPU_SET / "train_sdpa_flash" / "trace.json.gz"
+    if not path.is_file():
+        pytest.skip("no committed trace of train_sdpa_flash on this checkout")
+    raw = load_trace(path)
+
+    def pairs(trace: Trace) -> list[tuple[float, str]]:
+        """Each backward's forward (its start), in the order the backwards ran, and how linked
+        (a backward is its autograd node by the numbers, its op by shapes: starts apart)."""
+        calls = sorted(find_calls(trace), key=lambda c: c.start)
+        return [(c.forward.start, c.linked_by) for c in calls if c.forward is not None]
+
+    numbered = pairs(Trace(raw))
+    raw["traceEvents"] = [e for e in raw["traceEvents"] if e.get("cat") != "fwdbwd"]
+    for e in raw["traceEvents"]:
+        (e.get("args") or {}).pop("Sequence number", None)
+    by_shapes = pairs(Trace(raw))
+    assert len(numbered) == 3 and {how for _, how in numbered} == {"sequence numbers"}
+    assert [f for f, _ in by_shapes] == [f for f, _ in numbered]
+    assert {how for _, how in by_shapes} == {"shapes and order"}
+
+
 def test_a_backward_whose_shapes_no_forward_has_is_not_linked():
     """Order pairs the first backward with the last forward, but its shapes are not that
     forward's: it stays unlinked, and the one that fits is linked; alone, nothing is linked."""
