@@ -812,3 +812,22 @@ def test_held_out_sd3_5_s_findings_equal_a_count_of_the_raw_json():
     inside = [a for a in realtrace_count._outer(aranges)
               if any(float(m["ts"]) <= float(a["ts"]) <= realtrace_count._end(m) for m in t5)]  # fmt: skip
     assert len(inside) == 4  # two forwards' first layer, two aranges each: in the call's window
+
+
+def test_owlv2_s_text_mask_built_from_arange_is_its_first_call_s_preparation():
+    """OWL-ViT's text encoder builds its causal mask from arange (and expands the padding mask)
+    once a forward, before its first layer: charged to that call, as the raw JSON counts it (an
+    arange, then the ops on [5], [5, 1], [5, 5] and [1, 1, 5, 5] up to the next attention), and
+    no finding: one call of twelve is no cost of every call."""
+    folder = "tracelens-h100-owlv2-eager-two-kinds"
+    result = diagnose(traced(folder))
+    (text,) = [r for r in result["attention"] if "preparation" in r]
+    (prepared,) = text["preparation"]
+    shapes = [[5], [5, 1], [5, 5], [1, 1, 5, 5]]
+    runs, ops, us = realtrace_count.arange_runs(
+        raw(folder), "nn.Module: Owlv2Attention", shapes, shapes[2:]
+    )
+    assert (runs, ops) == (5, 45) and prepared["what"] == "mask or bias built from arange"
+    assert prepared["ops_per_call"] * text["calls"] == ops
+    assert prepared["device_time_us_per_call"] * text["calls"] == pytest.approx(us)
+    assert "bias_from_arange_per_call" not in kinds(result)
