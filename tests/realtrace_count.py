@@ -315,3 +315,35 @@ def unattributed(trace, explained, least=0.01):
             found[e["name"]] = (calls + 1, us + float(e.get("dur", 0)))
     rows = [(name, n, us, us / total) for name, (n, us) in found.items() if us > least * total]
     return sorted(rows, key=lambda r: -r[2])
+
+
+VIEWS = {"aten::view", "aten::expand", "aten::unsqueeze", "aten::slice", "aten::reshape",
+         "aten::permute", "aten::transpose", "aten::select", "aten::as_strided"}  # fmt: skip
+
+
+def arange_runs(trace, module_prefix, shapes, scores):
+    """From each outermost aten::arange to the start of the next module named ``module_prefix``...
+    on its thread: the outermost ops there (views aside) that take a tensor of one of ``shapes``,
+    kept where one of them takes one of ``scores``: (runs, ops, the device time they launched)."""
+    events = _x(trace)
+    aranges = _outer(
+        [e for e in events if e.get("name") == "aten::arange" and e.get("cat") == "cpu_op"]
+    )
+    modules = sorted((e for e in events if str(e.get("name", "")).startswith(module_prefix)),
+                     key=lambda e: float(e["ts"]))  # fmt: skip
+    runs, ops, us = 0, 0, 0.0
+    for a in aranges:
+        after = next((m for m in modules if float(m["ts"]) > float(a["ts"])), None)
+        if after is None:
+            continue
+        window = _outer([e for e in _on_thread_within(events, a, float(a["ts"]), float(after["ts"]))
+                         if e.get("cat") == "cpu_op"])  # fmt: skip
+        dims = lambda e: (e.get("args") or {}).get("Input Dims", [])  # noqa: E731
+        mine = [e for e in window if e is a
+                or (e["name"] not in VIEWS and any(d in shapes for d in dims(e)))]  # fmt: skip
+        if not any(d in scores for e in mine for d in dims(e)):
+            continue
+        inner = [x for e in mine for x in _on_thread_within(events, e, float(e["ts"]), _end(e))]
+        runs, ops = runs + 1, ops + len(mine)
+        us += sum(float(d.get("dur", 0)) for d in _device_of(events, inner))
+    return runs, ops, us

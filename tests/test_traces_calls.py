@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from attn import specs
+from attn.traces.diagnosis.calls import find_calls
 from attn.traces.diagnosis.diagnose import diagnose as diagnose_trace
 from attn.traces.diagnosis.findings import FINDINGS
 from attn.traces.read import patterns
@@ -18,6 +19,7 @@ from attn.traces.read.trace import Trace, load_trace, read_trace
 sys.path.insert(0, str(Path(__file__).parent))
 import realtrace_count  # noqa: E402
 from diagnose_cases import (  # noqa: E402
+    BF16,
     CPU_SET,
     FP32,
     REAL,
@@ -25,6 +27,8 @@ from diagnose_cases import (  # noqa: E402
     diagnose,
     implementations,
     kinds,
+    made,
+    op,
     raw,
     real,
     traced,
@@ -120,6 +124,22 @@ REAL_CASES = {  # folder -> [(implementation, pass, compiled, where, calls, kern
             1,
         ),
     ],
+    # Held out from issue 54's changes, first diagnosed after them (SOURCE.txt says so):
+    "tracelens-mi300x-vit-nsfw-fwd": [
+        ("sdpa_flash", "forward", False, "nn.Module: ViTSdpaSelfAttention", 12, 1),
+    ],
+    "tracelens-mi300x-timesformer-eager": [
+        ("eager", "forward", False, "nn.Module: TimesformerSelfAttention", 12, 7),
+        ("eager", "forward", False, "nn.Module: TimesformerSelfAttention", 12, 7),
+    ],
+    "tracelens-mi300x-sd3.5-xdit": [  # two CLIP text encoders, T5, the compiled MMDiT, the VAE
+        ("sdpa_flash", "forward", False, "nn.Module: CLIPAttention", 24, 2),
+        ("sdpa_flash", "forward", False, "nn.Module: CLIPAttention", 64, 2),
+        ("eager", "forward", False, "nn.Module: T5Attention", 2, 28),  # computes position bias
+        ("eager", "forward", False, "nn.Module: T5Attention", 46, 6),
+        ("sdpa_flash", "forward", True, "execute_diffusion_1_256x256", 152, 1),
+        ("sdpa_flash", "forward", False, "nn.Module: Attention", 1, 1),
+    ],
     "hta-a100-alexnet-fwd": [],
     "hta-a100-ddp-no-record-shapes": [],
     "kineto-tbplugin-volta-resnet50-torch18-oldformat": [],
@@ -157,6 +177,13 @@ def eager_calls(module: str):
     return lambda t: realtrace_count.eager_calls(t, f"nn.Module: {module}")
 
 
+def sdpa_and_compiled(t: dict) -> dict:
+    """SDPA's front op's calls, and those of its flash backend op that Inductor made without it."""
+    front = realtrace_count.op_calls(t, SDPA, FUSED)
+    alone = realtrace_count.op_calls(t, FLASH, FUSED)
+    return front | {shapes: kind for shapes, kind in alone.items() if shapes not in front}
+
+
 INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, kernels, us, attention us)}
     "tracelens-h100-bert-small-sdpa-flash": op_calls(SDPA),
     "tracelens-mi300x-bert-small-sdpa-flash": op_calls(SDPA),
@@ -169,6 +196,9 @@ INDEPENDENT = {  # folder -> the second count of its calls: {shapes: (calls, ker
     "tracelens-h100-owlv2-eager-two-kinds": eager_calls("Owlv2Attention"),
     "tracelens-b200-vllm-gptoss-fp8-paged": op_calls("vllm::unified_attention_with_output"),
     "tracelens-mi300x-flux-sage-graph": lambda t: op_calls(SDPA)(t) | eager_calls("T5Attention")(t),
+    "tracelens-mi300x-vit-nsfw-fwd": op_calls(SDPA),
+    "tracelens-mi300x-timesformer-eager": eager_calls("TimesformerSelfAttention"),
+    "tracelens-mi300x-sd3.5-xdit": lambda t: sdpa_and_compiled(t) | eager_calls("T5Attention")(t),
 }
 
 
@@ -344,6 +374,111 @@ def test_without_sequence_numbers_a_backward_is_not_linked():
         (e.get("args") or {}).pop("Sequence number", None)
     result = diagnose(Trace(trace))
     assert [r["pass"] for r in result["attention"]] == ["forward"]  # its kernels say nothing
+
+
+def test_sequence_numbers_and_flows_each_say_they_linked():
+    """The row and the call say how a backward found its forward: numbers, else flows."""
+    by_numbers = diagnose(Trace(with_backward(FP32)))["attention"][1]
+    assert (by_numbers["linked_to_forward"], by_numbers["linked_by"]) == (1, "sequence numbers")
+    flows = [c for c in find_calls(Trace(flowed_trace())) if c.pass_ == "backward"]
+    assert [c.linked_by for c in flows] == ["fwdbwd flows"]
+
+
+A, B, C = [1, 8, 128, 64], [1, 8, 256, 64], [1, 8, 64, 32]  # q, k and v of three kinds of call
+CUTLASS_F = "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"
+CUTLASS_B = "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionKernel)"
+
+
+def unnumbered_step(*passes: tuple[str, list[int]]) -> dict:
+    """SDPA's memory-efficient backend forward ("f") and backward ("b") calls in this order, one
+    thread, no sequence numbers and no flows (as where ranges break them): a forward's front op
+    takes q, k, v and a mask; a backward op takes the output's gradient, then q, k and v."""
+    ops, ts = [], 0.0
+    for n, (kind, qkv) in enumerate(passes):
+        if kind == "f":
+            dims = [qkv, qkv, qkv, []]
+            ops += [
+                op("aten::scaled_dot_product_attention", ts, 50, dims, BF16),
+                op("aten::_scaled_dot_product_efficient_attention", ts + 5, 40, dims, BF16,
+                   [(CUTLASS_F, 10 + n)]),
+            ]  # fmt: skip
+        else:
+            node = (
+                "autograd::engine::evaluate_function: ScaledDotProductEfficientAttentionBackward0"
+            )
+            ops += [
+                op(node, ts, 60),
+                op("aten::_scaled_dot_product_efficient_attention_backward", ts + 5, 50,
+                   [qkv, qkv, qkv, qkv, [], qkv], BF16, [(CUTLASS_B, 30 + n)]),
+            ]  # fmt: skip
+        ts += 100
+    return made(*ops)
+
+
+def links(trace: dict) -> list[int | None]:
+    """Each backward's forward, by its place among the forwards (None: not linked)."""
+    calls = sorted(find_calls(Trace(trace)), key=lambda c: c.start)
+    forwards = [c for c in calls if c.pass_ == "forward"]
+    return [
+        forwards.index(c.forward) if c.forward else None for c in calls if c.pass_ == "backward"
+    ]
+
+
+def test_without_numbers_backwards_are_linked_by_shapes_in_reverse_order():
+    """Two layers of two kinds, then their backwards, the last layer's first."""
+    trace = unnumbered_step(("f", A), ("f", B), ("b", B), ("b", A))
+    assert links(trace) == [1, 0]
+    rows = [r for r in diagnose(Trace(trace))["attention"] if r["pass"] == "backward"]
+    assert [(r["calls"], r["linked_to_forward"], r["linked_by"]) for r in rows] == [
+        (1, 1, "shapes and order"),
+    ] * 2
+    assert all(r["backward_forward_ratio"]["median"] > 0 for r in rows)
+
+
+def test_pipelined_micro_batches_take_their_own_forwards():
+    """One pipeline stage, two layers a micro-batch, 1F1B: two forwards ahead, then each
+    backward takes the oldest micro-batch still waiting (the last forward would be the wrong
+    one), its last layer first."""
+    trace = unnumbered_step(
+        ("f", A), ("f", B), ("f", A), ("f", B),  # micro-batches 1 and 2
+        ("b", B), ("b", A),  # 1's
+        ("f", A), ("f", B),  # 3
+        ("b", B), ("b", A), ("b", B), ("b", A),  # 2's, then 3's
+    )  # fmt: skip
+    assert links(trace) == [1, 0, 3, 2, 5, 4]
+
+
+def test_a_recorded_training_step_without_numbers_or_flows_links_the_same_pairs_by_shapes():
+    """Our SDPA flash training set: its three steps' backwards, with sequence numbers and flows
+    taken out, find the same forwards by shapes and order as by the numbers."""
+    path = CPU_SET / "train_sdpa_flash" / "trace.json.gz"
+    if not path.is_file():
+        pytest.skip("no committed trace of train_sdpa_flash on this checkout")
+    raw = load_trace(path)
+
+    def pairs(trace: Trace) -> list[tuple[float, str]]:
+        """Each backward's forward (its start), in the order the backwards ran, and how linked
+        (a backward is its autograd node by the numbers, its op by shapes: starts apart)."""
+        calls = sorted(find_calls(trace), key=lambda c: c.start)
+        return [(c.forward.start, c.linked_by) for c in calls if c.forward is not None]
+
+    numbered = pairs(Trace(raw))
+    raw["traceEvents"] = [e for e in raw["traceEvents"] if e.get("cat") != "fwdbwd"]
+    for e in raw["traceEvents"]:
+        (e.get("args") or {}).pop("Sequence number", None)
+    by_shapes = pairs(Trace(raw))
+    assert len(numbered) == 3 and {how for _, how in numbered} == {"sequence numbers"}
+    assert [f for f, _ in by_shapes] == [f for f, _ in numbered]
+    assert {how for _, how in by_shapes} == {"shapes and order"}
+
+
+def test_a_backward_whose_shapes_no_forward_has_is_not_linked():
+    """Order pairs the first backward with the last forward, but its shapes are not that
+    forward's: it stays unlinked, and the one that fits is linked; alone, nothing is linked."""
+    assert links(unnumbered_step(("f", A), ("f", B), ("b", C), ("b", A))) == [None, 0]
+    lone = diagnose(Trace(unnumbered_step(("f", A), ("b", C))))["attention"][1]
+    assert (lone["linked_to_forward"], lone["linked_by"]) == (0, None)
+    assert lone["backward_forward_ratio"] is None
 
 
 # --- found by structure: ops the table does not know, kernels tied to their op, layout work ---------
@@ -531,9 +666,10 @@ def test_kernels_whose_launch_is_missing_equal_a_count_of_the_raw_json():
     assert row["calls"] * row["device_time_us_per_call"] == pytest.approx(us)
 
 
-def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
+def flowed_trace() -> dict:
+    """A CPU flash forward and a backward node tied by a fwdbwd flow, beside one spelled oddly."""
     cpu = {"ph": "X", "cat": "cpu_op"}
-    trace = {
+    return {
         "traceEvents": [
             {**cpu, "name": "aten::_scaled_dot_product_flash_attention_for_cpu", "pid": 1,
              "tid": 1, "ts": 0, "dur": 10},
@@ -545,7 +681,10 @@ def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
             {"ph": "f", "cat": "fwdbwd", "id": 2, "pid": 1, "tid": 2, "ts": 20.0},
         ]
     }  # fmt: skip
-    rows = diagnose(Trace(trace))["attention"]
+
+
+def test_a_flow_spelled_oddly_is_passed_over_and_a_good_one_links():
+    rows = diagnose(Trace(flowed_trace()))["attention"]
     assert [(r["pass"], r.get("linked_to_forward")) for r in rows] == [
         ("forward", None),
         ("backward", 1),

@@ -34,6 +34,14 @@ def _device(groups: dict) -> list:
     return [d for calls in groups.values() for device, _ in calls for d in device]
 
 
+def _sdpa_and_compiled(t: dict) -> list:
+    """The device work of SDPA's front ops, and of the flash backend ops Inductor called without
+    one (those inside a front op are already its)."""
+    front = _device(count.op_call_events(t, SDPA))
+    seen = {id(d) for d in front}
+    return front + [d for d in _device(count.op_call_events(t, FLASH)) if id(d) not in seen]
+
+
 EXPLAINED = {  # folder -> the device events of its attention calls, counted from the raw JSON
     "hta-a100-alexnet-fwd": lambda t: [],
     "hta-a100-ddp-no-record-shapes": lambda t: [],
@@ -75,6 +83,13 @@ EXPLAINED = {  # folder -> the device events of its attention calls, counted fro
     ),
     "tracelens-mi300-vllm-decode-graph": lambda t: count.kernel_events(
         t, "^kernel_unified_attention|^reduce_segments$"
+    ),
+    "tracelens-mi300x-vit-nsfw-fwd": lambda t: _device(count.op_call_events(t, SDPA)),
+    "tracelens-mi300x-timesformer-eager": lambda t: _device(
+        count.eager_call_events(t, "nn.Module: TimesformerSelfAttention")
+    ),
+    "tracelens-mi300x-sd3.5-xdit": lambda t: (
+        _sdpa_and_compiled(t) + _device(count.eager_call_events(t, "nn.Module: T5Attention"))
     ),
 }
 

@@ -125,10 +125,13 @@ def test_enable_gqa_is_no_finding(tmp_path):
     assert diagnose(profiled(attention, tmp_path))["findings"] == []
 
 
-def test_timesformer_is_eager_and_every_finding_is_checked():
+@pytest.mark.parametrize(
+    "folder", ["tracelens-h100-timesformer-eager-softmax", "tracelens-mi300x-timesformer-eager"]
+)
+def test_timesformer_is_eager_and_every_finding_is_checked(folder):
     """TimeSformer scales its scores out of place (scores * scale): a new score matrix per call,
-    as many as the raw JSON holds muls of a softmax's input."""
-    folder = "tracelens-h100-timesformer-eager-softmax"
+    as many as the raw JSON holds muls of a softmax's input; on an H100 and, held out from the
+    changes of issue 54, on an MI300X."""
     result = diagnose(traced(folder))
     events = [e for e in raw(folder)["traceEvents"] if e.get("ph") == "X"]
     softmaxed = [e["args"]["Input Dims"][0] for e in events if e["name"] == "aten::softmax"]
@@ -572,7 +575,7 @@ def test_a_backward_far_beyond_its_forward_s_flops_is_found(backward_us, slow):
     if slow:
         assert found(result, "backward_beyond_its_flops")["detail"] == (
             "the backward takes 10.0 times its forward's device time (median of 1), their FLOPs "
-            "2.5 times"
+            "2.5 times; linked by sequence numbers"
         )
 
 
@@ -639,3 +642,192 @@ def test_a_bias_built_before_each_of_several_calls_in_one_range_is_found():
     assert found(result, "mask_per_call")["detail"] == (
         "a [1, 8, 128, 128] float tensor (512 KiB) in 2 call(s), 20.0 µs of device work per call"
     )
+
+
+SAM_Q, SAM_K = [4, 8, 7, 16], [4, 8, 4096, 16]  # 4 prompts' tokens; a 64 by 64 image's keys
+
+
+def prompts_read_an_image(image: list[int]) -> dict:
+    """A mask decoder's image embedding `image` repeat_interleaved once per prompt (4), then two
+    attention modules whose keys are the image's positions: the repeat is the first call's
+    preparation (as one of a SAM decoder's two-way transformer's calls)."""
+    return made(
+        op("nn.Module: MaskDecoder_0", 0, 1000, cat="python_function"),
+        op("aten::repeat_interleave", 5, 20, [image, [], []], BF16[:1], [(COPY, 50)]),
+        *[
+            o
+            for ts in (100, 400)
+            for o in (
+                op("nn.Module: Attention_0", ts, 200, cat="python_function"),
+                op("aten::scaled_dot_product_attention", ts + 40, 50, [SAM_Q, SAM_K, SAM_K],
+                   BF16[:3]),
+                op("aten::_scaled_dot_product_efficient_attention", ts + 45, 40,
+                   [SAM_Q, SAM_K, SAM_K], BF16[:3], [(CUTLASS, 30)]),
+            )
+        ],
+    )  # fmt: skip
+
+
+def test_an_image_repeated_per_prompt_is_the_first_call_s_preparation():
+    """[1, 256, 64, 64] up to 4 prompts: the keys are its 64 by 64 positions. Its copy is charged
+    to the call as K/V repeated, with its time, and is no longer an unexplained copy."""
+    result = diagnose(Trace(prompts_read_an_image([1, 256, 64, 64])))
+    assert kinds(result) == {"kv_repeated_over_batch": 1}
+    assert found(result, "kv_repeated_over_batch")["detail"].startswith(
+        "repeated: [1, 256, 64, 64] up to a batch of 4; the copies take 25.0 µs per call"
+    )
+    (row,) = result["attention"]
+    assert row["calls"] == 2
+    assert row["preparation"] == [
+        {"what": "K/V repeated", "ops_per_call": 0.5, "kernels_per_call": 0.5,
+         "device_time_us_per_call": 25.0},
+    ]  # fmt: skip
+    assert [u["name"] for u in result["unattributed"]] == []
+    # An image of other positions than the keys' is no call's: still unexplained, no finding.
+    other = diagnose(Trace(prompts_read_an_image([1, 256, 32, 32])))
+    assert kinds(other) == {} and "preparation" not in other["attention"][0]
+    assert [u["name"] for u in other["unattributed"]] == [COPY]
+
+
+def test_k_v_repeated_over_heads_before_each_of_several_calls_in_one_range_are_each_call_s():
+    """Two SDPA calls in one block (no attention module: the range is shared), each after K and
+    V repeat_interleaved from 2 heads to 8; a repeat of the block's hidden states is no call's."""
+    kv, q = [1, 2, 128, 64], [1, 8, 128, 64]
+
+    def call(ts: float) -> list:
+        return [
+            op("aten::repeat_interleave", ts, 10, [[1, 128, 512], [], []], BF16[:1], [(COPY, 3)]),
+            op("aten::repeat_interleave", ts + 12, 10, [kv, [], []], BF16[:1], [(COPY, 6)]),
+            op("aten::repeat_interleave", ts + 24, 10, [kv, [], []], BF16[:1], [(COPY, 6)]),
+            op("aten::scaled_dot_product_attention", ts + 40, 50, [q, q, q], BF16[:3]),
+            op("aten::_scaled_dot_product_efficient_attention", ts + 45, 40, [q, q, q],
+               BF16[:3], [(CUTLASS, 30)]),
+        ]  # fmt: skip
+
+    result = diagnose(Trace(made(
+        op("nn.Module: Block_0", 0, 300, cat="python_function"), *call(5), *call(150)
+    )))  # fmt: skip
+    assert kinds(result) == {"repeat_kv": 4}
+    assert found(result, "repeat_kv")["detail"] == (
+        "the copies take 12.0 µs per call on the device, the attention 30.0 µs"
+    )
+    (row,) = result["attention"]
+    assert row["preparation"] == [
+        {"what": "K/V repeated", "ops_per_call": 2, "kernels_per_call": 2,
+         "device_time_us_per_call": 12.0},
+    ]  # fmt: skip
+
+
+def relative_bias(ts: float, seq: int = 128) -> list:
+    """A relative position bias built from arange as T5's is: the positions, their differences,
+    bucketed, looked up for 8 heads and laid out as [1, 8, seq, seq] (each op's kernel 4 µs)."""
+    k = [(FILL, 4)]
+    return [
+        op("aten::arange", ts, 3, [[], [], [], [], []], kernels=k),
+        op("aten::arange", ts + 4, 3, [[], [], [], [], []], kernels=k),
+        op("aten::sub", ts + 8, 3, [[1, seq], [seq, 1], []], ["long int"] * 2, k),
+        op("aten::abs", ts + 12, 3, [[seq, seq]], ["long int"], k),
+        op("aten::embedding", ts + 16, 3, [[32, 8], [seq, seq]], ["float", "long int"], k),
+        op("aten::permute", ts + 20, 1, [[seq, seq, 8], []], ["float"]),
+        op("aten::unsqueeze", ts + 22, 1, [[8, seq, seq], []], ["float"]),
+    ]
+
+
+def biased_calls(*before: list, after: list = ()) -> dict:
+    """SDPA calls in one block, each given a [1, 8, 128, 128] bias as its mask and preceded by
+    the ops in its `before`; then the ops `after` in the block's MLP, after the last call."""
+    mask = [1, 8, 128, 128]
+    dims = [Q, Q, Q, mask]
+    ops, ts = [op("nn.Module: Block_0", 0, 200 * len(before) + 100, cat="python_function")], 5
+    for ahead in before:
+        ops += [
+            *ahead,
+            op("aten::scaled_dot_product_attention", ts + 60, 50, dims, BF16 + ["float"]),
+            op("aten::_scaled_dot_product_efficient_attention", ts + 65, 40, dims,
+               BF16 + ["float"], [(CUTLASS, 40)]),
+        ]  # fmt: skip
+        ts += 200
+    return made(*ops, *after)
+
+
+def test_a_bias_rebuilt_from_arange_before_every_call_is_charged_to_each():
+    """Two calls, each after its own relative position bias: five ops a call that work, 20 µs,
+    charged to the call that takes the bias."""
+    result = diagnose(Trace(biased_calls(relative_bias(5), relative_bias(205))))
+    assert found(result, "bias_from_arange_per_call")["count"] == 2
+    assert found(result, "bias_from_arange_per_call")["detail"] == (
+        "in 2 of 2 calls, 5 ops a call (aten::arange, aten::sub, aten::abs, aten::embedding); "
+        "20.0 µs of device work per call, the call 40.0 µs"
+    )
+    (row,) = result["attention"]
+    assert row["preparation"] == [
+        {"what": "mask or bias built from arange", "ops_per_call": 5, "kernels_per_call": 5,
+         "device_time_us_per_call": 20.0},
+    ]  # fmt: skip
+
+
+def test_arange_outside_attention_is_no_call_s_bias():
+    """The same arange work where no call takes it: position ids looked up into embeddings
+    before a call (not the scores' size), a bias built after the last call (no call follows),
+    and a bias built once for three calls (the first call's preparation, no cost of each)."""
+    ids = [
+        op("aten::arange", 5, 3, [[], [], [], [], []], kernels=[(FILL, 4)]),
+        op("aten::embedding", 9, 3, [[512, 768], [1, 128]], ["float", "long int"], [(FILL, 4)]),
+        op("aten::add", 13, 3, [[1, 128, 768], [1, 128, 768], []], ["float"] * 2, [(FILL, 4)]),
+    ]
+    after = relative_bias(900)
+    result = diagnose(Trace(biased_calls(ids + relative_bias(20), [], after=after)))
+    assert found(result, "bias_from_arange_per_call")["detail"].startswith(
+        "in 1 of 2 calls, 5 ops a call"
+    )  # the ids' arange and lookup are not the bias's
+    once = diagnose(Trace(biased_calls(relative_bias(5), [], [])))
+    assert "bias_from_arange_per_call" not in kinds(once)
+    (row,) = once["attention"]
+    assert row["preparation"][0]["ops_per_call"] == pytest.approx(5 / 3)
+
+
+def test_held_out_sd3_5_s_findings_equal_a_count_of_the_raw_json():
+    """Stable Diffusion 3.5 (held out from the changes of issue 54): its T5 encoder's eager calls
+    cast their scores to float32 for the softmax and back (aten::to, then aten::type_as: a new
+    score matrix each); the first layer builds its position bias from arange inside its call,
+    after Q.K^T, so nothing before a call is charged to it and no bias is rebuilt per call; the
+    CLIP, MMDiT and VAE calls are SDPA's, in bfloat16, with nothing to find."""
+    folder = "tracelens-mi300x-sd3.5-xdit"
+    result = diagnose(traced(folder))
+    events = realtrace_count._x(raw(folder))
+    scores = [1, 64, 256, 256]
+    casts = realtrace_count._outer([
+        e for e in events if e.get("cat") == "cpu_op"
+        and e["name"] in ("aten::to", "aten::type_as")
+        and (e.get("args") or {}).get("Input Dims", [None])[0] == scores
+    ])  # fmt: skip
+    calls = sum(
+        n for n, *_ in realtrace_count.eager_calls(raw(folder), "nn.Module: T5Attention").values()
+    )
+    assert kinds(result) == {"eager_attention": calls, "out_of_place_score_ops": len(casts)}
+    assert (calls, len(casts)) == (48, 96)
+    assert not any("preparation" in r for r in result["attention"])
+    aranges = [e for e in events if e.get("name") == "aten::arange" and e.get("cat") == "cpu_op"]
+    t5 = [e for e in events if str(e.get("name", "")).startswith("nn.Module: T5Attention")]
+    inside = [a for a in realtrace_count._outer(aranges)
+              if any(float(m["ts"]) <= float(a["ts"]) <= realtrace_count._end(m) for m in t5)]  # fmt: skip
+    assert len(inside) == 4  # two forwards' first layer, two aranges each: in the call's window
+
+
+def test_owlv2_s_text_mask_built_from_arange_is_its_first_call_s_preparation():
+    """OWL-ViT's text encoder builds its causal mask from arange (and expands the padding mask)
+    once a forward, before its first layer: charged to that call, as the raw JSON counts it (an
+    arange, then the ops on [5], [5, 1], [5, 5] and [1, 1, 5, 5] up to the next attention), and
+    no finding: one call of twelve is no cost of every call."""
+    folder = "tracelens-h100-owlv2-eager-two-kinds"
+    result = diagnose(traced(folder))
+    (text,) = [r for r in result["attention"] if "preparation" in r]
+    (prepared,) = text["preparation"]
+    shapes = [[5], [5, 1], [5, 5], [1, 1, 5, 5]]
+    runs, ops, us = realtrace_count.arange_runs(
+        raw(folder), "nn.Module: Owlv2Attention", shapes, shapes[2:]
+    )
+    assert (runs, ops) == (5, 45) and prepared["what"] == "mask or bias built from arange"
+    assert prepared["ops_per_call"] * text["calls"] == ops
+    assert prepared["device_time_us_per_call"] * text["calls"] == pytest.approx(us)
+    assert "bias_from_arange_per_call" not in kinds(result)

@@ -13,8 +13,15 @@ import re
 
 import numpy as np
 
-from attn.traces.diagnosis import device_work, eager_scores
-from attn.traces.diagnosis.calls import BACKWARD, Call, device_us, input_dims, launched
+from attn.traces.diagnosis import device_work, eager_scores, preparation
+from attn.traces.diagnosis.calls import (
+    BACKWARD,
+    Call,
+    device_us,
+    input_dims,
+    launched,
+    linked_by,
+)
 from attn.traces.read import patterns
 from attn.traces.read.trace import EPS_US, KERNEL, Trace
 
@@ -122,10 +129,12 @@ def attention_rows(trace: Trace, calls: list[Call]) -> list[dict]:
                 "share_of_device_time": sum(per_call) / total if on_device and total else None,
                 "kernels": list(dict.fromkeys(trace.name[d] for d in kernels)),
             } | _work(trace, kind, on_device)
+            row |= _preparation(trace, kind, on_device)
             if implementation == "eager":
                 row |= _terms(trace, kind, on_device)
             if pass_ == BACKWARD:
                 row["linked_to_forward"] = sum(c.forward is not None for c in kind)
+                row["linked_by"] = linked_by(kind)
                 row["backward_forward_ratio"] = _ratio(trace, kind)
             rows.append(row)
     return rows
@@ -149,6 +158,30 @@ def _work(trace: Trace, kind: list[Call], on_device: bool) -> dict:
         for what, (k, us) in sorted(summed.items(), key=lambda item: -item[1][1])
     ]
     return {"attention_kernel_time_us_per_call": attention[1] / n, "other_work": other}
+
+
+def _preparation(trace: Trace, kind: list[Call], on_device: bool) -> dict:
+    """A kind's preparation per call (attn.traces.diagnosis.preparation), by kind of work: its
+    ops, kernels and device time; nothing where none of its calls has any."""
+    summed: dict[str, list[float]] = {}
+    for c in kind:
+        device = preparation.device_rows(trace, c)
+        for what, rows in c.prepared.items():
+            total = summed.setdefault(what, [0, 0, 0.0])
+            total[0] += len(rows)
+            total[1] += sum(trace.cat[d] == KERNEL for d in device[what])
+            total[2] += float(trace.dur[device[what]].sum()) if device[what] else 0.0
+    n = len(kind)
+    found = [
+        {
+            "what": what,
+            "ops_per_call": ops / n,
+            "kernels_per_call": kernels / n if on_device else None,
+            "device_time_us_per_call": us / n if on_device else None,
+        }
+        for what, (ops, kernels, us) in summed.items()
+    ]
+    return {"preparation": found} if found else {}
 
 
 def _terms(trace: Trace, kind: list[Call], on_device: bool) -> dict:

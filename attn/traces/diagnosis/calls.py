@@ -10,7 +10,8 @@ launched it, on any thread. A call's device work is all its op or window launche
 (attn.traces.diagnosis.device_work says what it is; attn.traces.diagnosis.call_table groups the
 calls into the rows of the report's attention table).
 A forward's backward is the autograd nodes carrying its ops' sequence numbers or tied to them by
-the profiler's fwdbwd flows.
+the profiler's fwdbwd flows; a backward op neither ties (ranges that break the numbers, a trace
+without them) is linked to a forward of the same q, k and v shapes, in reverse order.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import bisect
 import collections
 import dataclasses
 import functools
+import itertools
+import math
 import re
 
 import numpy as np
@@ -28,6 +31,7 @@ from attn.traces.read import patterns
 from attn.traces.read.trace import EPS_US, KERNEL, STEP_PREFIX, Trace
 
 FORWARD, BACKWARD = "forward", "backward"
+BY_SEQUENCE, BY_FLOW, BY_SHAPES = "sequence numbers", "fwdbwd flows", "shapes and order"
 
 
 @dataclasses.dataclass
@@ -46,6 +50,7 @@ class Call:
     since: float = 0.0  # the furthest back any of them may look: the call before on its thread
     pass_: str = FORWARD
     forward: Call | None = None  # a backward's forward, where the trace links them
+    linked_by: str | None = None  # how: BY_SEQUENCE, BY_FLOW or BY_SHAPES
     cpu_us: float = 0.0  # host time of its ops (a backward's nodes may be apart)
     graph: bool = False  # replayed from a graph: no CPU op launched its kernels one by one
     nodes: list[int] = dataclasses.field(default_factory=list)  # a backward's autograd nodes
@@ -55,6 +60,8 @@ class Call:
     pv: int | None = None
     qk_by: str | None = None
     terms: list[int] = dataclasses.field(default_factory=list)
+    # Its preparation (attn.traces.diagnosis.preparation): the ops that made its inputs, by kind.
+    prepared: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
     @property
     def prep_start(self) -> float:
@@ -284,6 +291,7 @@ def _backward_calls(trace: Trace, forwards: list[Call]) -> list[Call]:
             if (seq := _sequence(trace.args[r])) is not None:
                 owner[seq] = c if owner.get(seq, c) is c else None
     nodes: dict[int, dict[int, None]] = {}  # id(forward) -> its autograd nodes, in order
+    how: dict[int, str] = {}  # id(forward) -> how its nodes were tied to it
     by_id = {id(c): c for c in forwards}
     for r in np.flatnonzero(trace.in_categories("cpu_op")).tolist():
         name = trace.name[r]
@@ -292,9 +300,11 @@ def _backward_calls(trace: Trace, forwards: list[Call]) -> list[Call]:
         seq = _sequence(trace.args[r])
         if seq is not None and (c := owner.get(seq)) is not None:
             nodes.setdefault(id(c), {})[r] = None
+            how[id(c)] = BY_SEQUENCE
     for op, node in _flows(trace):
         if (c := op_owner.get(op)) is not None:
             nodes.setdefault(id(c), {})[_node(trace, node)] = None
+            how.setdefault(id(c), BY_FLOW)
     calls = []
     for key, found in nodes.items():
         forward, rows = by_id[key], sorted(found, key=lambda r: trace.ts[r])
@@ -302,6 +312,7 @@ def _backward_calls(trace: Trace, forwards: list[Call]) -> list[Call]:
         call = Call(forward.implementation, forward.compiled, forward.where, device, rows[0])
         call.start, call.end = float(trace.ts[rows[0]]), float(max(trace.end[rows]))
         call.pass_, call.forward, call.scope = BACKWARD, forward, None
+        call.linked_by = how[key]
         call.cpu_us = float(trace.dur[rows].sum())
         call.region_start, call.nodes = call.start, rows
         calls.append(call)
@@ -367,8 +378,57 @@ def find_calls(trace: Trace) -> list[Call]:
     calls += backward
     claimed = {d for c in calls for d in c.device_rows}
     calls += _kernel_calls(trace, claimed)
+    _link_by_shapes(trace, calls)
     _set_regions(trace, calls)
     return calls
+
+
+def _qkv(trace: Trace, call: Call) -> list[list[int]] | None:
+    """A forward's q, k and v shapes: its op's first three inputs, where all were recorded."""
+    dims = input_dims(trace.args[call.row])[:3] if call.row is not None else []
+    return dims if len(dims) == 3 and all(dims) else None
+
+
+def _takes(trace: Trace, backward: Call, qkv: list[list[int]]) -> bool:
+    """A backward op takes q, k and v of these shapes, one after another (after the output's
+    gradient, as SDPA's, FlashAttention's and custom backwards take them)."""
+    dims = input_dims(trace.args[backward.row]) if backward.row is not None else []
+    return any(dims[i : i + 3] == qkv for i in range(len(dims) - 2))
+
+
+def _link_by_shapes(trace: Trace, calls: list[Call]) -> None:
+    """Backward ops that no sequence number or flow tied to a forward, each linked to a forward of
+    the same q, k and v shapes by order. Autograd runs a forward's backwards last call first, and
+    a pipeline stage runs its micro-batches' backwards in the order of their forwards: a
+    micro-batch's calls are as many as divide every run of forwards and of backwards (two
+    micro-batches' forwards may run back to back), and each micro-batch of backwards takes the
+    oldest forwards not yet taken, the last of them first. A pair whose shapes differ is not
+    linked: no link is better than a false one."""
+    taken = {id(c.forward) for c in calls if c.forward is not None}
+    backwards = [
+        c for c in calls if c.pass_ == BACKWARD and c.forward is None and c.row is not None
+    ]
+    forwards = [  # a forward recomputed inside a backward (checkpointing) is no forward of its own
+        c
+        for c in calls
+        if c.pass_ == FORWARD
+        and id(c) not in taken
+        and _qkv(trace, c)
+        and not _in_backward(trace, c.row)
+    ]
+    ordered = sorted(backwards + forwards, key=lambda c: c.start)
+    runs = [list(run) for _, run in itertools.groupby(ordered, key=lambda c: c.pass_)]
+    size = math.gcd(*map(len, runs))  # the calls of one micro-batch
+    pending: collections.deque[Call] = collections.deque()  # not yet taken, oldest first
+    for run in runs:
+        if run[0].pass_ == FORWARD:
+            pending.extend(run)
+            continue
+        for at in range(0, len(run), size):
+            oldest = [pending.popleft() for _ in range(min(size, len(pending)))]
+            for b, f in zip(run[at : at + size], reversed(oldest), strict=False):
+                if _takes(trace, b, _qkv(trace, f)):
+                    b.forward, b.linked_by = f, BY_SHAPES
 
 
 def _set_regions(trace: Trace, calls: list[Call]) -> None:
@@ -407,6 +467,11 @@ def input_dims(args: dict) -> list[list[int]]:
         return []
     ok = lambda d: isinstance(d, list) and all(type(x) is int for x in d)  # noqa: E731
     return [d if ok(d) else [] for d in found]
+
+
+def linked_by(calls: list[Call]) -> str | None:
+    """How backwards were tied to their forwards (sequence numbers, flows, shapes and order)."""
+    return " and ".join(sorted({c.linked_by for c in calls if c.linked_by})) or None
 
 
 def device_us(trace: Trace, call: Call) -> float:

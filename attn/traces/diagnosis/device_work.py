@@ -5,7 +5,8 @@ eager window (Q.K^T to P.V) or, for kernels alone, the kernels themselves. Its a
 are those the name table knows (attn.traces.read.patterns), and in eager attention and SDPA's math
 backend the products and the softmax; the rest is told by what launched it (patterns.OTHER_WORK):
 padding, KV-cache writes, mask work, fills, copies, and in eager attention the extra terms on the
-score matrix. The kernels no call holds, summed by name, are what diagnose did not explain.
+score matrix. The kernels no call holds (nor its preparation: attn.traces.diagnosis.preparation),
+summed by name, are what diagnose did not explain.
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ def breakdown(trace: Trace, call: Call) -> dict[str, tuple[int, float]]:
     return found
 
 
+def _launched_all(trace: Trace, rows: list[int]) -> list[int]:
+    """The device work the ops launched (a call's preparation: charged to it, not unexplained)."""
+    return [d for r in rows for d in launched(trace, r, trace.ts[r], trace.end[r])]
+
+
 def launched_by(trace: Trace, device_row: int) -> str | None:
     """Who launched a kernel, in words: the innermost CPU op, a graph replay, or None (no launch
     in the trace)."""
@@ -129,6 +135,7 @@ def unattributed(trace: Trace, calls: list[Call], least: float = UNATTRIBUTED_SH
     total = float(trace.dur[trace.is_device].sum())
     claimed = np.zeros(len(trace.name), dtype=bool)
     claimed[[d for c in calls for d in c.device_rows]] = True
+    claimed[[d for c in calls for r in c.prepared.values() for d in _launched_all(trace, r)]] = True
     rows = np.flatnonzero(trace.in_categories(KERNEL) & ~claimed)
     if not len(rows) or total <= 0:
         return []

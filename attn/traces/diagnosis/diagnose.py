@@ -4,7 +4,8 @@
 
 Modules do the work, each over one parsed trace: `calls` finds the attention calls (`eager_scores` tells
 eager attention's products apart by data flow) and groups them into kinds of call, `device_work` says what
-each call's device work is, `findings` counts what to fix in them (one record per finding, beside
+each call's device work is, `preparation` charges each call the work before it that made its inputs,
+`findings` counts what to fix in them (one record per finding, beside
 its detector), and `report` prints the result. This module assembles the result: the
 trace's facts, its attention, the kernels no call explains (`device_work`), the findings and what went
 unchecked, and what in the trace itself misleads (`trace_lint`).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attn.traces.diagnosis import device_work
+from attn.traces.diagnosis import device_work, preparation
 from attn.traces.diagnosis.call_table import attention_rows, layout_kernels, trace_device_us
 from attn.traces.diagnosis.calls import Call, find_calls
 from attn.traces.diagnosis.findings import findings
@@ -34,6 +35,7 @@ def diagnose(trace: Trace) -> dict:
 
 def diagnosis_of(trace: Trace, calls: list[Call]) -> dict:
     """diagnose's result for calls already found (the public traces' claims read the calls too)."""
+    preparation.charge(trace, calls)
     found, unchecked = findings(trace, calls)
     rows = attention_rows(trace, calls)
     shares = [r["share_of_device_time"] for r in rows if r["share_of_device_time"] is not None]

@@ -12,12 +12,11 @@ Where the trace lacks what a finding needs (CPU ops, shapes), it is said uncheck
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import re
 from collections.abc import Callable
 
 from attn.traces.common.units import bytes_text, count_text, time_text
-from attn.traces.diagnosis import device_work, eager_scores
+from attn.traces.diagnosis import device_work, eager_scores, preparation
 from attn.traces.diagnosis import recorded_inputs as recorded
 from attn.traces.diagnosis.calls import (
     BACKWARD,
@@ -26,11 +25,12 @@ from attn.traces.diagnosis.calls import (
     device_us,
     input_dims,
     inside,
-    launched,
+    linked_by,
     outermost,
 )
+from attn.traces.diagnosis.preparation import copies
 from attn.traces.read import patterns
-from attn.traces.read.trace import MEMCPY, Trace
+from attn.traces.read.trace import Trace
 
 Detector = Callable[[Trace, list[Call]], tuple["int | None", "str | None"]]
 NO_CPU_OPS = "the trace has no CPU ops (recorded with the GPU activity only)"
@@ -83,18 +83,9 @@ def _masked_fill(trace: Trace, calls: list[Call]) -> tuple[int, None]:
         r
         for c in calls
         for r in inside(trace, c.row, c.region_start, c.end).tolist()
-        if trace.name[r] == patterns.MASKED_FILL and _copies(trace, r)
+        if trace.name[r] == patterns.MASKED_FILL and copies(trace, r)
     }
     return len(found), None
-
-
-def _copies(trace: Trace, row: int) -> bool:
-    """The op copies memory: an aten::clone or aten::copy_ under it, or a Memcpy it launched."""
-    under = inside(trace, row, trace.ts[row], trace.end[row])
-    device = launched(trace, row, trace.ts[row], trace.end[row])
-    return any(trace.name[r] in patterns.COPY_OPS for r in under if r != row) or any(
-        trace.cat[d] == MEMCPY for d in device
-    )
 
 
 @finding(
@@ -169,56 +160,21 @@ def _writes_new(trace: Trace, row: int) -> bool:
 )
 def _repeat_kv(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """repeat_interleave or repeat, or an expand made contiguous by a copying reshape, before a
-    call in its scope (not over the batch, not of a mask); or, in eager attention, a product that
-    broadcasts K or V over the heads and copies them to do it."""
+    call in its scope (not over the batch, not of a mask) or, since the call before, of the call's
+    K or V with fewer heads; or, in eager attention, a product that broadcasts K or V over the
+    heads and copies them to do it."""
     found = set()
     for c in calls:
-        repeats = _repeats(trace, c, c.region_start)
-        found |= {r for r, dims in repeats if not _over_batch(trace, c, dims)}
+        found |= {r for r, how in preparation.kv_repeats(trace, c).items() if how == "heads"}
         if c.implementation == "eager":
             found |= {
                 r
                 for r in inside(trace, c.row, c.start, c.end).tolist()
                 if trace.name[r] == patterns.MATMUL
                 and _broadcast_heads(input_dims(trace.args[r]))
-                and _copies(trace, r)
+                and copies(trace, r)
             }
     return len(found), device_work.copies_detail(trace, found, calls)
-
-
-def _repeats(trace: Trace, c: Call, start: float) -> list[tuple[int, list[int]]]:
-    """The repeats from `start` to the call: a repeat op, or the copying op after an expand, each
-    with the shape of the tensor repeated (a mask, as big as the scores, left out)."""
-    window = [r for r in inside(trace, c.row, start, c.start).tolist()]
-    window = [r for r in window if trace.cat[r] == "cpu_op" and r != c.row]
-    within = set(window)  # once: a range of a million tiny ops made this quadratic
-    ops = [r for r in window if trace.parent[r] not in within]
-    size = recorded.score_size(trace, c)
-    found = []
-    for a, b in itertools.pairwise([*ops, None]):
-        dims = (eager_scores.tensor_dims(trace.args[a]) or [[]])[0]
-        if size is not None and dims[-2:] == list(size):
-            continue
-        if trace.name[a] in patterns.REPEAT_OPS:
-            found.append((a, dims))
-        elif trace.name[a] == patterns.EXPAND and b is not None and _copies(trace, b):
-            found.append((b, dims))
-    return found
-
-
-def _batch(trace: Trace, c: Call) -> int | None:
-    """The call's batch: its first input's leading dimension, where recorded."""
-    dims = eager_scores.tensor_dims(trace.args[c.row]) if c.row is not None else []
-    return dims[0][0] if dims and len(dims[0]) >= 3 else None
-
-
-def _over_batch(trace: Trace, c: Call, dims: list[int]) -> bool:
-    """K or V (or the source they are projected from: [.., seq_k, channels]) repeated up to the
-    call's batch: its leading dimension smaller and dividing it, its sequence the keys'."""
-    batch, size = _batch(trace, c), recorded.score_size(trace, c)
-    if batch is None or size is None or len(dims) < 3:
-        return False
-    return 0 < dims[0] < batch and batch % dims[0] == 0 and dims[-2] == size[1]
 
 
 def _broadcast_heads(dims: list) -> bool:
@@ -251,7 +207,7 @@ def _qkv_copies(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
                 trace.name[r] == patterns.CONTIGUOUS
                 or (trace.name[r] == patterns.CLONE and trace.cat[int(trace.parent[r])] != "cpu_op")
             )  # a clone under a reshape is repeat_kv's (an expand made contiguous)
-            and _copies(trace, r)
+            and copies(trace, r)
         }
     return len(found), device_work.copies_detail(trace, found, calls)
 
@@ -271,9 +227,9 @@ def _kv_over_batch(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     found = {}
     for c in calls:
         found |= {
-            r: (dims, _batch(trace, c))
-            for r, dims in _repeats(trace, c, c.since)
-            if _over_batch(trace, c, dims)
+            r: (dims, preparation.batch(trace, c))
+            for r, dims in preparation.repeats(trace, c, c.since)
+            if preparation.over_batch(trace, c, dims)
         }
     if not found:
         return 0, None
@@ -402,6 +358,41 @@ def _mask_per_call(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     return count, detail
 
 
+@finding(
+    "bias_from_arange_per_call",
+    "Build the position bias (or mask) once per forward, or keep it per sequence length as a "
+    "buffer: rebuilt from arange before every call, its index arithmetic runs and a tensor the "
+    "size of the scores is written each time.",
+    page="sdpa.md",
+)
+def _arange_bias(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
+    """Calls that take a bias their thread built from aten::arange since the call before
+    (attn.traces.diagnosis.preparation), in at least half the calls of their place (a bias built
+    once for all the layers is the first call's preparation, not a cost of every call)."""
+    built = {id(c): preparation.arange_bias(trace, c) for c in calls}
+    places: dict[str, list[Call]] = {}
+    for c in calls:
+        places.setdefault(c.where, []).append(c)
+    mine = [
+        c
+        for group in places.values()
+        if 2 * sum(bool(built[id(c)]) for c in group) >= len(group)
+        for c in group
+        if built[id(c)]
+    ]
+    if not mine:
+        return 0, None
+    ops = [r for c in mine for r in built[id(c)]]
+    names = ", ".join(dict.fromkeys(trace.name[r] for r in ops))
+    per_call = count_text(len(ops) / len(mine))
+    detail = f"in {len(mine)} of {len(calls)} calls, {per_call} ops a call ({names})"
+    if trace.has_device_activity:
+        us = sum(device_work.under(trace, r) for r in ops) / len(mine)
+        attention = sum(device_us(trace, c) for c in mine) / len(mine)
+        detail += f"; {time_text(us)} of device work per call, the call {time_text(attention)}"
+    return len(mine), detail
+
+
 def _score_sized(trace: Trace, c: Call, end: float) -> list[tuple[int, list[int], str | None]]:
     """(op, shape, dtype) of each outermost op from the call's prep_start to `end` (the scores'
     own ops, the projections and ops that take a tensor only for its dtype left out) that reads
@@ -481,13 +472,19 @@ SLOW = 2  # a backward this many times that ratio over its forward is slow beyon
 def _slow_backward(trace: Trace, calls: list[Call]) -> tuple[int, str | None]:
     """Backwards linked to their forward whose device time over the forward's is more than SLOW
     times FLOP_RATIO."""
-    pairs = [(device_us(trace, c), device_us(trace, c.forward)) for c in calls if c.forward]
-    ratios = sorted(b / f for b, f in pairs if f > 0 and b / f > SLOW * FLOP_RATIO)
-    if not trace.has_device_activity or not ratios:
+    slow = [
+        c
+        for c in calls
+        if c.forward
+        and (f := device_us(trace, c.forward)) > 0
+        and device_us(trace, c) / f > SLOW * FLOP_RATIO
+    ]
+    if not trace.has_device_activity or not slow:
         return 0, None
+    ratios = sorted(device_us(trace, c) / device_us(trace, c.forward) for c in slow)
     return len(ratios), (
         f"the backward takes {ratios[len(ratios) // 2]:.1f} times its forward's device time "
-        f"(median of {len(ratios)}), their FLOPs {FLOP_RATIO} times"
+        f"(median of {len(ratios)}), their FLOPs {FLOP_RATIO} times; linked by {linked_by(slow)}"
     )
 
 

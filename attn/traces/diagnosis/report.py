@@ -69,7 +69,24 @@ def _ratio_text(r: dict) -> str:
     if not ratio:
         return ""
     spread = f"{ratio['min']:.2f}–{ratio['max']:.2f}"
-    return f"{ratio['median']:.2f}x the forward's {ratio['of']} ({spread})"
+    how = f", linked by {r['linked_by']}" if r.get("linked_by") else ""
+    return f"{ratio['median']:.2f}x the forward's {ratio['of']} ({spread}{how})"
+
+
+def _preparation_text(r: dict) -> str | None:
+    """The work before a call that made its inputs, charged to it, per call."""
+    if not r.get("preparation"):
+        return None
+    parts = [
+        f"{p['what']} {count_text(p['ops_per_call'])} op(s)"
+        + (
+            ""
+            if p["device_time_us_per_call"] is None
+            else f" {time_text(p['device_time_us_per_call'])}"
+        )
+        for p in r["preparation"]
+    ]
+    return "before the call, making its inputs: " + ", ".join(parts) + " per call"
 
 
 def _work_text(r: dict) -> str | None:
@@ -137,7 +154,7 @@ def _attention(result: dict) -> list[Grid | Line]:
         parts.append(Line(f"Attention takes {share:.1%} of the trace's summed device time."))
     for n, r in enumerate(result["attention"], 1):
         head = f"{n}. {r['implementation']} {r['pass']}"
-        for text in (_ratio_text(r), _work_text(r), _terms_text(r)):
+        for text in (_ratio_text(r), _work_text(r), _preparation_text(r), _terms_text(r)):
             if text:
                 parts.append(Line(f"{head}: {text}", item=True))
         parts += [Line(f"{head}: {kernel}", item=True, whole=True) for kernel in r["kernels"]]
