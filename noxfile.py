@@ -142,6 +142,7 @@ def profile_examples(session: nox.Session) -> None:
         "attn.profiling.training",
         "attn.profiling.benchmark",
         "attn.profiling.dispatch",  # which SDPA backend runs unpinned, and why the others refuse
+        "attn.profiling.overhead",  # what the profiler and a first-touch copy cost (under 10 s)
     ):
         args = ["--out", "profiles", *_device_args(session.posargs)]
         session.run(python, "-m", sweep, *args, external=True)
