@@ -10,7 +10,7 @@ import pytest
 from attn.profiling import overhead
 from attn.profiling.environment import cpu_model
 from attn.traces.claims.benchmark_checks import BenchmarkEvidence, row_takes_longer
-from attn.traces.claims.figure_tables import overhead_table
+from attn.traces.claims.figure_tables import OVERHEAD_KINDS, overhead_table
 from attn.traces.common.set_schema import FIGURES
 
 
@@ -42,6 +42,7 @@ def test_the_step_writes_both_kinds_timed_and_the_claims_on_them(tmp_path):
     assert names == {("profiler", n) for n in ("alone", *overhead.SWITCHES, overhead.START_STOP)} | {
         ("first_touch", "clone"), ("first_touch", "copy_")}  # fmt: skip
     assert all(0 < r["low_us"] <= r["time_us"] <= r["high_us"] and "load" in r for r in rows)
+    assert all(n in OVERHEAD_KINDS[k][2] for k, n in names)  # each row has its words on the page
     assert (tmp_path / "s/overhead.svg").read_text().lstrip().startswith("<?xml")
     decided = json.loads((tmp_path / "s/claims.json").read_text())["variants"]["naive"]
     assert {"profiler-costs-time", "first-touch-costs-the-copy-time"} <= set(decided)
