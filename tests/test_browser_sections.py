@@ -1,7 +1,8 @@
 """The measured sections overhead.json feeds (Reading a profile's cost of the profiler, Naive's
 first-touch copy) in a real browser at 1280 and 390 px: shown before any question is answered,
 a tab per CPU set holding its table or saying it was not measured there, each table inside the
-column or scrolling inside its own box, the page never sideways.
+column or scrolling inside its own box, the page never sideways. And Compiled's section on the
+pattern Inductor matched: shown, its code's tokens whole.
 
 Reuses test_browser.py's browser, served site and helpers (Debian's chromium).
 """
@@ -17,7 +18,7 @@ from test_browser import (  # noqa: F401  (browser and site_url are fixtures)
     new_context,
     site_url,
 )
-from test_browser_phone import PAGE_SIDEWAYS
+from test_browser_phone import PAGE_SIDEWAYS, SPLIT_TOKENS
 
 # page -> (the section's heading, what its measured table says in its first column)
 SECTIONS = {
@@ -68,5 +69,22 @@ def test_a_measured_section_shows_each_sets_table_or_that_it_was_not_measured(
         assert row in said[MEASURED] and "×" in said[MEASURED], said[MEASURED]
         assert "Not measured in this set" in said[NOT_MEASURED], said[NOT_MEASURED]
         assert page.evaluate(PAGE_SIDEWAYS) <= 0, f"{path} scrolls sideways at {width} px"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [DESKTOP, PHONE])
+def test_the_matched_pattern_section_shows_its_code_whole(built_site, site_url, browser, width):  # noqa: F811
+    context = new_context(browser, width)
+    try:
+        page = context.new_page()
+        page.goto(site_url + "compiled-and-flex/", wait_until="networkidle")
+        title = page.locator('article h3:has-text("Which pattern Inductor matched")')
+        assert title.is_visible(), "the section is hidden before any question is answered"
+        code = title.locator("xpath=following-sibling::div[contains(@class, 'highlight')][1]")
+        assert "fuse_attention" in code.inner_text()
+        code.screenshot(path=shot_path(f"section-compiled-pattern-{width}"))
+        assert not page.evaluate(SPLIT_TOKENS), f"code tokens split at {width} px"
+        assert page.evaluate(PAGE_SIDEWAYS) <= 0, f"the page scrolls sideways at {width} px"
     finally:
         context.close()
