@@ -43,6 +43,8 @@ def test_the_step_writes_both_kinds_timed_and_the_claims_on_them(tmp_path):
         ("first_touch", "clone"), ("first_touch", "copy_")}  # fmt: skip
     assert all(0 < r["low_us"] <= r["time_us"] <= r["high_us"] and "load" in r for r in rows)
     assert all(n in OVERHEAD_KINDS[k][2] for k, n in names)  # each row has its words on the page
+    faults = {r["name"]: r["page_faults"] for r in rows if r["kind"] == "first_touch"}
+    assert faults["clone"] > faults["copy_"]  # fresh memory faults its pages in (4 KiB or huge)
     assert (tmp_path / "s/overhead.svg").read_text().lstrip().startswith("<?xml")
     decided = json.loads((tmp_path / "s/claims.json").read_text())["variants"]["naive"]
     assert {"profiler-costs-time", "first-touch-costs-the-copy-time"} <= set(decided)
@@ -85,10 +87,10 @@ def test_a_set_without_the_rows_cannot_tell():
 
 
 def test_the_copies_table_shows_each_time_with_its_spread_and_the_bytes_moved():
-    rows = [_row("clone", 20000.0), _row("copy_", 5000.0)]
+    rows = [_row("clone", 20000.0, page_faults=16384), _row("copy_", 5000.0, page_faults=0)]
     table = overhead_table(rows, "first_touch")
     assert "20.00 ms<br><small>19.00 ms–21.00 ms</small>" in table
-    assert "| 6.7 |" in table and "| 26.8 |" in table  # 2 × 64 MiB over each time, in GB/s
+    assert "| 6.7 | 16,384 |" in table and "| 26.8 | 0 |" in table  # GB/s of 2 × 64 MiB; faults
     assert "4.00×<br><small>3.62–4.42×</small>" in table  # clone ÷ copy_, its widest interval
     assert "Measured 2026-12-04 on Some CPU, 2 threads" in table and "Busy" not in table
     busy = [_row("clone", 20000.0, busy=True), _row("copy_", 5000.0, busy=True)]

@@ -7,8 +7,8 @@ Writes `<out>/<set>/overhead.json` (and `overhead.svg`): rows of kind "profiler"
 running the reference forward at a small shape (alone; inside `torch.profiler.profile` with its
 switches off, or with `record_shapes`, `profile_memory` or `with_stack` on; and the profiler started
 and stopped around no forward at all), and rows of kind "first_touch", the two copies of one of the
-reference's score matrices at the chapter's shape. Each row is a median per call with its
-interquartile range; every row of a kind is timed interleaved with the others (attn.profiling.timing),
+reference's score matrices at the chapter's shape, with the page faults each costs. Each row is a
+median per call with its interquartile range; every row of a kind is timed interleaved with the others (attn.profiling.timing),
 so the machine's load hits them alike; each carries that load and the machine it was measured on.
 `--set` writes into a set made earlier on this CPU model (its environment.json says which). CPU only:
 a GPU's caching allocator hands out memory already touched, so first touch is a CPU question.
@@ -49,6 +49,10 @@ SWITCHES = {  # row name -> torch.profiler.profile's keyword arguments
 }
 START_STOP = "start_stop"  # the profiler started and stopped around nothing
 BARE_NAME = re.compile(r" \(family \d+, model \d+\)$")  # what environment.cpu_model adds
+try:  # the page faults a call costs: getrusage, on Unix
+    import resource
+except ImportError:  # Windows: the rows say no count (None)
+    resource = None
 
 
 class WrongSet(ValueError):
@@ -79,6 +83,18 @@ def copy_calls(config: ProfileConfig) -> tuple[dict[str, Callable[[], object]], 
     return {"clone": scores.clone, "copy_": lambda: touched.copy_(scores)}, scores.nbytes
 
 
+def faults_per_call(fn: Callable[[], object], calls: int = 3) -> float | None:
+    """The page faults the kernel served per call of fn, warm (getrusage's minor faults: a page
+    mapped in as it is first touched), or None where the OS does not count them."""
+    if resource is None:
+        return None
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 def _rows(kind: str, config: ProfileConfig, timed: dict, **extra) -> list[dict]:
     where = {"kind": kind, "variant": specs.REFERENCE, "batch": config.batch,
              "heads": config.heads, "seq": config.seq_q, "head_dim": config.head_dim,
@@ -98,7 +114,8 @@ def sweep(budget_s: float) -> list[dict]:
     rows = _rows("profiler", SMALL, measure(profiler_calls(forward), budget_s=0.6 * budget_s))
     chapter = default_config("cpu")
     calls, nbytes = copy_calls(chapter)
-    rows += _rows("first_touch", chapter, measure(calls, budget_s=0.4 * budget_s), bytes=nbytes)
+    copies = _rows("first_touch", chapter, measure(calls, budget_s=0.4 * budget_s), bytes=nbytes)
+    rows += [{**row, "page_faults": faults_per_call(calls[row["name"]])} for row in copies]
     made = {"cpu_model": cpu_model(), "threads": torch.get_num_threads(), **stamp()}
     return [{**row, **made} for row in rows]
 

@@ -419,7 +419,7 @@ def overhead_table(rows: list[dict], kind: str, triad_gbs: float | None = None) 
     """The rows of one kind of overhead.json: where and what they timed, each row's median and
     interquartile range, and its ratio to the kind's baseline row (timed in the same rounds); for
     the copies, the bytes they move per second (read and written), beside the memory bandwidth the
-    set's benchmark measured (its triad), where given."""
+    set's benchmark measured (its triad), where given, and the page faults each call cost."""
     base, head, words = OVERHEAD_KINDS[kind]
     mine = [r for r in rows if r["kind"] == kind]
     baseline = next(r for r in mine if r["name"] == base)
@@ -447,10 +447,12 @@ def overhead_table(rows: list[dict], kind: str, triad_gbs: float | None = None) 
         lines.append(
             f"**Busy machine:** {busy} while these were timed: a verdict on them cannot tell."
         )
-    cells = [head, "time per call", *(["GB/s moved"] if copies else []), f"÷ {md.code(base)}"]
-    table = table_head(cells)
+    extra = ["GB/s moved", "page faults per call"] if copies else []
+    table = table_head([head, "time per call", *extra, f"÷ {md.code(base)}"])
     for r in mine:
-        moved = [f"{2 * r['bytes'] / r['time_us'] / 1e3:.1f}"] if copies else []
+        faults = r.get("page_faults")  # None: not counted (a dash)
+        gbs = f"{2 * r['bytes'] / r['time_us'] / 1e3:.1f}" if copies else None
+        moved = [gbs, None if faults is None else f"{faults:,.0f}"] if copies else []
         ratio = None
         if r is not baseline:
             ratio = ratio_cell(*intervals.ratio(_timed(r), _timed(baseline)), verdict=True)

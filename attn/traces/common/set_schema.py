@@ -295,6 +295,7 @@ FIGURES = {
                 "date": TEXT,
                 "torch_version": TEXT,
                 "git_commit": optional(TEXT),
+                "page_faults": optional(SIZE),
             },
             (
                 "kind",
