@@ -135,7 +135,8 @@ def profile_examples(session: nox.Session) -> None:
         python, "-m", "attn.profiling", "example", "--out", "profiles", *session.posargs,
         external=True,
     )  # fmt: skip
-    # The timing pass, then scaling, decoding, training, the benchmark and dispatch: one process.
+    # The timing pass, then scaling, decoding, training, the benchmark, dispatch and the
+    # profiler's own cost: one process (attn/profiling/every_sweep.py).
     args = ["--out", "profiles", *_device_args(session.posargs)]
     session.run(python, "-m", "attn.profiling.every_sweep", *args, external=True)
     build_site(session, python)

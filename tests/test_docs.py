@@ -15,6 +15,7 @@ from committed import CPU_SET  # the committed set the site is built from
 from test_docs_hook import hook  # the hook, loaded once as MkDocs loads it
 
 from attn import specs
+from attn.traces.claims.figure_tables import OVERHEAD_KINDS
 from attn.traces.common import artifacts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +160,9 @@ def test_every_marker_names_a_known_variant_claim_or_figure():
                 assert file in sys.modules["sources"].published_paths(ROOT, ROOT / "docs"), (
                     f"{path.name}: {m[0]}"
                 )
+                continue
+            if kind == "profile-overhead":  # a kind of overhead.json's rows
+                assert names and set(names) <= set(OVERHEAD_KINDS), f"{path.name}: {m[0]}"
                 continue
             if kind == "profile-public":  # a trace recorded by others, shown by its own chapter
                 (folder,) = names

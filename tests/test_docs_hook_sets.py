@@ -270,14 +270,15 @@ def test_a_second_cpu_set_gets_its_own_tab_and_claims_everywhere(profiles):
     Every marker shows a tab per set, named by its CPU, holding that set's own files and claims."""
     from conftest import copy_set
 
-    other = "Intel(R) Xeon(R) Processor"
+    other = "Intel(R) Xeon(R) Processor (family 6, model 167)"  # as a run records it now
     copy_set(profiles, "cpu-intel-xeon", device_name=other, cpu_model=other)
     edit = profiles / "cpu-intel-xeon/naive/summary.json"
     summary = json.loads(edit.read_text())
     summary["claims"][0].update(holds=False, observed="not on this CPU")
     edit.write_text(json.dumps(summary))
     hw = sets.hardware_sets(profiles)
-    assert [h["title"] for h in hw] == ["CPU: AMD EPYC", f"CPU: {other}"]
+    amd, intel = "CPU: AMD EPYC with AVX-512 BF16", "CPU: Intel Xeon (family 6, model 167)"
+    assert [h["title"] for h in hw] == [amd, intel]
     for marker in ("profile: naive", "profile-check: naive", "profile-glance",
                    "profile-compare: naive inplace", "profile-diff: naive inplace",
                    "profile-speedup: naive inplace", "profile-figure: benchmark",
@@ -292,10 +293,41 @@ def test_a_second_cpu_set_gets_its_own_tab_and_claims_everywhere(profiles):
     key = summary["claims"][0]["key"]
     claim = expand(f"<!-- profile-claim: naive {key} -->", "naive.md", profiles)
     assert claim.startswith('\n!!! warning "')  # one set does not hold it
-    assert "✓ **holds** on CPU: AMD EPYC" in claim
-    assert f"✗ **does not hold** on CPU: {other} (observed: not on this CPU)" in claim
+    assert f"✓ **holds** on {amd}" in claim
+    assert f"✗ **does not hold** on {intel} (observed: not on this CPU)" in claim
     env = expand("<!-- profile-env -->", "reproduce.md", profiles)
     assert "`profiles/cpu/`" in env and "`profiles/cpu-intel-xeon/`" in env
+
+
+def test_each_committed_cpu_tab_tells_its_cpu_by_what_the_set_recorded():
+    """Both committed sets record a name every generation of a cloud VM shares ('Intel(R) Xeon(R)
+    Processor', 'AMD EPYC') and no family or model: each tab says the bfloat16 path its benchmark
+    measured, which tells the two apart and names no model the set does not record."""
+    from committed import PROFILES
+
+    titles = {h["slug"]: h["title"] for h in sets.hardware_sets(PROFILES)}
+    if not {"cpu-intel-xeon", "cpu-amd-epyc"} <= set(titles):
+        pytest.skip("the two committed CPU sets are not both here")
+    assert titles["cpu-intel-xeon"] == "CPU: Intel Xeon with AMX"
+    assert titles["cpu-amd-epyc"] == "CPU: AMD EPYC with AVX-512 BF16"
+
+
+@pytest.mark.parametrize(
+    ("model", "bf16_paths", "label"),
+    [
+        (
+            "Intel(R) Xeon(R) Processor (family 6, model 167)",
+            ["amx"],
+            "Intel Xeon (family 6, model 167)",
+        ),
+        ("AMD EPYC 9654 96-Core Processor", [], "AMD EPYC 9654 96-Core"),
+        ("Intel(R) Xeon(R) CPU @ 2.20GHz", [], "Intel Xeon, model not recorded"),
+        ("AMD EPYC", ["avx512_bf16", "amx"], "AMD EPYC, model not recorded"),  # rows disagree
+    ],
+)
+def test_a_cpu_label_is_what_the_set_recorded_never_more(model, bf16_paths, label):
+    rows = [{"peaks": {"bf16_path": path}} for path in bf16_paths] + [{"variant": "x"}]
+    assert sets.cpu_label(model, rows) == label
 
 
 # --- a hostile set: refused, naming the file and the field ----------------------------------------

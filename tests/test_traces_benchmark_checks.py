@@ -208,7 +208,7 @@ def test_a_benchmark_claim_is_a_claim_about_a_figure():
     (result,) = evaluate([claim], "cpu", BenchmarkEvidence("sdpa_math", []))
     assert result["holds"] is None and "no shape in benchmark.json" in result["observed"]
     figures = {c.figure for s in specs.SPECS for c in benchmark_claims(s)}
-    assert figures == {"benchmark", "training", "timing", "dispatch"}
+    assert figures == {"benchmark", "training", "timing", "dispatch", "overhead"}
 
 
 def grid(math_spreads: list[tuple[float, float]]) -> list[dict]:

@@ -26,6 +26,7 @@ STEPS = (
     "training",
     "benchmark",
     "dispatch",  # which SDPA backend runs unpinned, and why the others refuse
+    "overhead",  # what the profiler and a first-touch copy cost (under 10 s)
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attn.specs.record import Spec, V
+from attn.traces.claims.benchmark_checks import BenchmarkClaim, row_takes_longer
 from attn.traces.claims.claim import Claim, both
 from attn.traces.claims.shape_checks import (
     copies_of_scores_and_scalar,
@@ -38,6 +39,15 @@ SPECS: tuple[Spec, ...] = (
                 "The clone costs more CPU time than the scale step: aten::clone copies a "
                 "[seq_q, seq_k] matrix per head, aten::mul scales q, only [seq_q, head_dim].",
                 costs_more("aten::clone", "aten::mul"), at_scale=True),
+            BenchmarkClaim("profiler-costs-time", "cpu",
+                "Under torch.profiler, even with every switch off, the forward takes more time "
+                "than the same forward alone, timed interleaved with it.",
+                row_takes_longer("profiler", "profiler", "alone"), figure="overhead"),
+            BenchmarkClaim("first-touch-costs-the-copy-time", "cpu",
+                "Cloning the scores into fresh memory takes more time than copying them into a "
+                "buffer already touched: the difference is first touch, the pages the clone's "
+                "new memory faults in as it is written.",
+                row_takes_longer("first_touch", "clone", "copy_"), figure="overhead"),
             Claim("peak-two-score-matrices", "cpu",
                 "Peak memory is two score matrices, not three: the unmasked scores are freed as "
                 "soon as their masked copy replaces them, before the softmax writes its output.",

@@ -203,10 +203,11 @@ def load_set(folder: Path) -> dict:
     summaries = {
         name: _check_variant(folder, index, name, entry) for name, entry in variants.items()
     }
+    rows = {}
     for figure in manifest.get("figures", []):
         check_file(folder / f"{figure}.svg")
         check_file(folder / f"{figure}.json")
-        read_json(folder / f"{figure}.json", list, fits=schema.FIGURES[figure])
+        rows[figure] = read_json(folder / f"{figure}.json", list, fits=schema.FIGURES[figure])
     env_path = folder / artifacts.ENVIRONMENT
     env = read_json(env_path, fits=schema.ENVIRONMENT) if env_path.exists() else {}
     device_type = manifest.get("device_type") or env.get("device_type") or "cpu"
@@ -219,6 +220,8 @@ def load_set(folder: Path) -> dict:
         "summaries": summaries,
         "title": "CPU" if device_type == "cpu" else name,  # as the set says it: pages escape it
         "name": name,
+        "figure_rows": rows,  # each figure's rows, checked
+        "cpu_label": cpu_label(env.get("cpu_model") or name, rows.get("benchmark") or []),
         "device_type": device_type,
         "timing": check_timing(folder / artifacts.TIMING),
     }
@@ -273,6 +276,26 @@ def _check_variant(folder: Path, index: Path, name: str, entry) -> dict:
     return check_summary(folder / name / artifacts.SUMMARY, name)
 
 
+# What a CPU's model name says that tells no two models apart: marks, "CPU", "Processor", clocks.
+CPU_NOISE = re.compile(r"\((?:r|tm)\)|\bcpu\b|\bprocessor\b|@?\s*\d+(?:\.\d+)?\s*ghz\b", re.I)
+BF16_PATHS = {"amx": "AMX", "avx512_bf16": "AVX-512 BF16"}  # attn.profiling.peaks' bf16 paths
+
+
+def cpu_label(model: str, benchmark: list[dict]) -> str:
+    """A CPU set's tab: its model as the set recorded it, marks left out ('Intel Xeon (family 6,
+    model 167)', 'AMD EPYC 9654'). A bare name recorded without its family and model ('Intel Xeon',
+    as a cloud VM says it of every generation) is told by what the set's benchmark measured the
+    CPU doing bfloat16 with ('Intel Xeon with AMX'), else said to be unrecorded: never a model the
+    set does not record."""
+    name = " ".join(CPU_NOISE.sub(" ", model).split()) or model
+    if re.search(r"\d", name):  # a model number, or the family and model attn.profiling adds
+        return name
+    paths = {(r.get("peaks") or {}).get("bf16_path") for r in benchmark} - {None}
+    if len(paths) == 1 and (path := paths.pop()) in BF16_PATHS:
+        return f"{name} with {BF16_PATHS[path]}"
+    return f"{name}, model not recorded"
+
+
 @functools.cache
 def hardware_sets(root: Path) -> list[dict]:
     """Every hardware set under root (the folders with a manifest), checked, GPUs first.
@@ -287,7 +310,7 @@ def hardware_sets(root: Path) -> list[dict]:
     titles = [h["title"] for h in found]
     for h in found:  # two CPU sets: each tab names its CPU
         if titles.count(h["title"]) > 1 and h["device_type"] == "cpu":
-            h["title"] = f"CPU: {h['name']}"
+            h["title"] = f"CPU: {h['cpu_label']}"
     titles = [h["title"] for h in found]
     for h in found:  # two sets of one title would make two tabs no one can tell (or select) apart
         if titles.count(h["title"]) > 1:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from attn import specs
 from attn.traces.claims import step_checks
 from attn.traces.claims.figure_tables import (
+    overhead_table,
     profiled_cell,
     ratio_cell,
     table_head,
@@ -546,3 +547,16 @@ def step_row(g: Glance, s: dict) -> str:
     if not s["available"]:
         cells = ["not available here", *[None] * (len(cells) - 1)]
     return table_row([lesson_cell(s), *cells])
+
+
+def overhead_tab(hw: dict, kind: str, link: Callable[[str], str]) -> str | None:
+    """A CPU set's overhead.json rows of `kind`, tabled, or that the set has none."""
+    if hw["device_type"] != "cpu":  # measured on a CPU only (attn.profiling.overhead says why)
+        return None
+    rows = hw["figure_rows"].get("overhead")
+    if rows is None:
+        return "Not measured in this set: it predates `python -m attn.profiling.overhead`."
+    peaks = [r["peaks"] for r in hw["figure_rows"].get("benchmark", []) if r.get("peaks")]
+    triad = peaks[0].get("triad_gbs") if peaks else None
+    data = link(f"profiles/{hw['slug']}/overhead.json")
+    return f"{overhead_table(rows, kind, triad)}\nData: [overhead.json]({data})"

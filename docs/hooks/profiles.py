@@ -42,6 +42,7 @@ from profile_text import (
     glance_text,
     kernel_list,
     mark,
+    overhead_tab,
     run_line,
     speedup_tab,
     timeline_mark,
@@ -57,6 +58,7 @@ from attn import specs
 from attn.traces.claims.benchmark_checks import BenchmarkClaim
 from attn.traces.claims.dispatch_tables import dispatch_table
 from attn.traces.claims.figure_tables import (
+    OVERHEAD_KINDS,
     benchmark_table,
     decoding_table,
     scaling_table,
@@ -355,6 +357,16 @@ def figure_tab(hw: dict, page: Page, name: str) -> str | None:
     return "\n\n".join([*text, f"Data: [{name}.json]({data})"])
 
 
+def render_overhead(page: Page, kind: str) -> str:
+    """`<!-- profile-overhead: KIND -->`: each CPU set's overhead.json rows of that kind, tabled."""
+    if kind not in OVERHEAD_KINDS:
+        raise page.error(f"unknown overhead kind {kind!r}; the kinds: {', '.join(OVERHEAD_KINDS)}")
+    try:  # every value shows as text
+        return per_set(page, "overhead.json", overhead_tab, kind, page.link)
+    except (KeyError, TypeError, ValueError, StopIteration) as e:
+        raise BrokenSet(f"profiles hook: an overhead.json row the page cannot show ({e!r})") from e
+
+
 def render_peaks(page: Page, name: str) -> str:
     """`<!-- profile-peaks: name -->`: each set's peaks.svg (its variants' shares of the measured
     peaks) and what limits the variant there, compute or memory, from its benchmark rows."""
@@ -513,6 +525,7 @@ RENDERERS = {  # marker kind -> (how many arguments it takes, None: one or more;
     "profile-glance": (0, render_glance),
     "profile-figure": (1, render_figure),
     "profile-peaks": (1, render_peaks),
+    "profile-overhead": (1, render_overhead),
     "profile-chapters": (0, render_chapters),
     "profile-public": (1, render_public),
     "profile-guess": (None, render_guess),

@@ -12,6 +12,7 @@ import dataclasses
 from attn.traces.claims import roofline
 from attn.traces.claims.claim import Check, Claim
 from attn.traces.common import intervals
+from attn.traces.common.busy import how_busy
 
 
 @dataclasses.dataclass
@@ -196,5 +197,30 @@ def bound_by(roof: str, **only) -> Check:
                 "peaks and the triad's bandwidth, benchmarked before they were measured"
             )
         return all(lim.bound == roof for lim in found), roofline.observed(found)
+
+    return check
+
+
+def row_takes_longer(kind: str, name: str, than: str) -> Check:
+    """Of the variant's rows of `kind` (overhead.json, timed interleaved), `name` takes more time
+    per call than `than`; cannot tell where the interval of their ratio holds 1, or where the rows
+    were timed on a busy machine (other work can lengthen one arm's blocks more than another's)."""
+
+    def check(ev: BenchmarkEvidence) -> tuple[bool | None, str]:
+        found = {
+            r.get("name"): r
+            for r in ev.rows
+            if (r.get("kind"), r.get("variant")) == (kind, ev.variant)
+        }
+        if name not in found or than not in found:
+            return (
+                None,
+                f"not measured in this set: no {kind} rows {name} and {than} of {ev.variant}",
+            )
+        value, low, high = intervals.ratio(_row_time(found[name]), _row_time(found[than]))
+        said = f"{name} ÷ {than}: {intervals.ratio_text(value, low, high)}"
+        if busy := how_busy([found[name].get("load"), found[than].get("load")]):
+            return None, f"{said}, timed while {busy}: cannot tell on a busy machine"
+        return intervals.above(low, high), said
 
     return check

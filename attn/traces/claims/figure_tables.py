@@ -11,6 +11,7 @@ from __future__ import annotations
 from attn.traces.claims.benchmark_checks import counts, ratio_verdict
 from attn.traces.common import intervals
 from attn.traces.common import markdown as md
+from attn.traces.common.busy import how_busy
 from attn.traces.common.units import bytes_text, time_text
 
 # --- pieces of a table ----------------------------------------------------------------------------
@@ -394,3 +395,73 @@ def _why(beyond: bool, every_way: bool) -> str:
         "beyond both interquartile ranges, for this way alone: its shorter step was slowed "
         "by something other than its cache (fixed costs, last column)"
     )
+
+
+# --- overhead.json --------------------------------------------------------------------------------
+
+OVERHEAD_KINDS = {  # kind -> (the row it is divided by, the first column's head, each row's words)
+    "profiler": ("alone", "how the forward ran", {
+        "alone": "the forward alone",
+        "profiler": "inside `profile()`, every switch off",
+        "record_shapes": "with `record_shapes=True`",
+        "profile_memory": "with `profile_memory=True`",
+        "with_stack": "with `with_stack=True`",
+        "start_stop": "`profile()` around no forward: its start and stop",
+    }),
+    "first_touch": ("copy_", "the copy", {
+        "clone": "`scores.clone()`: into fresh memory",
+        "copy_": "`buffer.copy_(scores)`: into memory already touched",
+    }),
+}  # fmt: skip
+
+
+def overhead_table(rows: list[dict], kind: str, triad_gbs: float | None = None) -> str:
+    """The rows of one kind of overhead.json: where and what they timed, each row's median and
+    interquartile range, and its ratio to the kind's baseline row (timed in the same rounds); for
+    the copies, the bytes they move per second (read and written), beside the memory bandwidth the
+    set's benchmark measured (its triad), where given, and the page faults each call cost."""
+    base, head, words = OVERHEAD_KINDS[kind]
+    mine = [r for r in rows if r["kind"] == kind]
+    baseline = next(r for r in mine if r["name"] == base)
+    copies = kind == "first_touch"
+    first = mine[0]
+    shape = f"batch {first['batch']} × {first['heads']} heads, seq {first['seq']}"
+    what = (
+        f"One score matrix of {md.code(first['variant'])} ({shape}, {md.text(first['dtype'])}, "
+        f"{bytes_text(first['bytes'])}) copied, each way timed interleaved with the other."
+        if copies
+        else f"{md.code(first['variant'])}'s forward ({shape}, head_dim {first['head_dim']}, "
+        f"{md.text(first['dtype'])}), each way timed interleaved with the others."
+    )
+    made = (
+        f"Measured {md.text(first.get('date', '?'))} on {md.text(first['cpu_model'])}, "
+        f"{first.get('threads', '?')} threads, torch {md.text(first.get('torch_version', '?'))}."
+    )
+    lines = [f"{what} {made}"]
+    if copies and triad_gbs:
+        lines.append(
+            f"For scale, this set's benchmark measured {triad_gbs:.1f} GB/s of memory bandwidth "
+            "(a triad: two arrays read, one written)."
+        )
+    if busy := how_busy([r.get("load") for r in mine]):
+        lines.append(
+            f"**Busy machine:** {busy} while these were timed: a verdict on them cannot tell."
+        )
+    extra = ["GB/s moved", "page faults per call"] if copies else []
+    table = table_head([head, "time per call", *extra, f"÷ {md.code(base)}"])
+    for r in mine:
+        faults = r.get("page_faults")  # None: not counted (a dash)
+        gbs = f"{2 * r['bytes'] / r['time_us'] / 1e3:.1f}" if copies else None
+        moved = [gbs, None if faults is None else f"{faults:,.0f}"] if copies else []
+        ratio = None
+        if r is not baseline:
+            ratio = ratio_cell(*intervals.ratio(_timed(r), _timed(baseline)), verdict=True)
+        name = words.get(r["name"]) or md.code(r["name"])
+        table.append(table_row([name, timed_cell(_timed(r)), *moved, ratio]))
+    return "\n\n".join(lines) + "\n\n" + "\n".join(table) + "\n"
+
+
+def _timed(r: dict) -> dict:
+    """A row's time as intervals and timed_cell read one."""
+    return {"median_us": r["time_us"], "low_us": r["low_us"], "high_us": r["high_us"],
+            "repeats": r.get("repeats", 1)}  # fmt: skip

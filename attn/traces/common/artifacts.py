@@ -4,7 +4,7 @@
     <root>/<hardware>/environment.json       device, CPU, versions, date, commit
     <root>/<hardware>/overview.svg           time per forward of every variant there
     <root>/<hardware>/timing.json            every variant timed interleaved: median and interval
-    <root>/<hardware>/{scaling,benchmark,decoding,training,dispatch}.{json,svg}
+    <root>/<hardware>/{scaling,benchmark,decoding,training,dispatch,overhead}.{json,svg}
     <root>/<hardware>/claims.json            the verdicts of the claims on those rows and timing
     <root>/<hardware>/<variant>/summary.json trace.json.gz table.txt table.md timeline.svg viewer.png
     <root>/<hardware>/<variant>/ranks.svg    a variant run on several ranks: its summary across
@@ -28,7 +28,7 @@ MANIFEST = "index.json"
 ENVIRONMENT = "environment.json"
 OVERVIEW = "overview.svg"
 TIMING = "timing.json"  # the timing pass: every variant timed interleaved, with intervals
-FIGURES = ("scaling", "benchmark", "decoding", "training", "dispatch")
+FIGURES = ("scaling", "benchmark", "decoding", "training", "dispatch", "overhead")
 CLAIMS = "claims.json"  # the figure and timing claims' verdicts (attn.traces.sets.set_claims)
 SUMMARY = "summary.json"
 # The version of summary.json's fields, its `schema` key: raised when a field changes meaning or

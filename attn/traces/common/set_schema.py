@@ -293,6 +293,31 @@ FIGURES = {
     "dispatch": items(
         fields(DISPATCH, ("dtype", "head_dim", "inputs", "ops", "backend", "refused"))
     ),
+    "overhead": items(
+        fields(  # rows that join a set made earlier: each says where it was made
+            {
+                **ROW,
+                "cpu_model": TEXT,
+                "date": TEXT,
+                "torch_version": TEXT,
+                "git_commit": optional(TEXT),
+                "page_faults": optional(SIZE),
+            },
+            (
+                "kind",
+                "name",
+                "variant",
+                "batch",
+                "heads",
+                "seq",
+                "dtype",
+                "time_us",
+                "low_us",
+                "high_us",
+                "cpu_model",
+            ),  # fmt: skip
+        )
+    ),
 }
 
 REPOSITORY = string(r"https://github\.com/[\w.-]+/[\w.-]+", "a GitHub repository's address", 200)
