@@ -581,7 +581,8 @@ VERDICT_MARKS = {True: "✓", False: "✗", None: "?"}
 
 def test_each_claim_shows_each_sets_own_verdict(built_site, site_url, page):
     """A claim of a variant, where its chapter explains it: a line per set that checked it, with
-    that set's own verdict (each set's summary.json holds it)."""
+    that set's own verdict (each set's summary.json holds a trace claim's, its claims.json a claim
+    on the set's own rows)."""
     page.goto(site_url + "naive/")
     page.evaluate(OPEN_EVIDENCE)
     marked = re.findall(
@@ -594,7 +595,12 @@ def test_each_claim_shows_each_sets_own_verdict(built_site, site_url, page):
         summary = json.loads(
             (built_site.parent / "profiles" / slug / "naive/summary.json").read_text()
         )
+        stored = built_site.parent / "profiles" / slug / "claims.json"
+        on_rows = (
+            json.loads(stored.read_text())["variants"].get("naive", {}) if stored.is_file() else {}
+        )
         expected = [VERDICT_MARKS[c["holds"]] for c in summary["claims"] if c["key"] in marked]
+        expected += [VERDICT_MARKS[c["holds"]] for key, c in on_rows.items() if key in marked]
         shown = [line.split()[0] for line in lines if f" on {title} (observed:" in line]
         assert sorted(shown) == sorted(expected), (slug, shown, expected)
         checked += bool(expected)  # a GPU set's claims of naive are other claims than the page's

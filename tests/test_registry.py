@@ -123,12 +123,16 @@ def test_every_module_a_nox_session_runs_answers_help(module, monkeypatch, capsy
 
 
 def test_profile_examples_runs_the_examples_and_every_figure_s_sweep():
-    """One session makes a whole set: its examples, and every figure a set can show (the
-    benchmark of the custom kernels among them), so a GPU owner gets them against SDPA there."""
+    """One session makes a whole set: its examples, then (in attn.profiling.every_sweep) every
+    figure a set can show, the benchmark of the custom kernels among them, so a GPU owner gets
+    them against SDPA there."""
+    from attn.profiling import every_sweep
+
     tree = ast.parse((ROOT / "noxfile.py").read_text())
     (session,) = [n for n in ast.walk(tree) if getattr(n, "name", None) == "profile_examples"]
     runs = {n.value for n in ast.walk(session) if isinstance(n, ast.Constant)}
-    assert {"attn.profiling", *(f"attn.profiling.{f}" for f in artifacts.FIGURES)} <= runs
+    assert {"attn.profiling", "attn.profiling.every_sweep"} <= runs
+    assert set(artifacts.FIGURES) <= set(every_sweep.STEPS)
 
 
 def test_a_backend_refused_in_every_dtype_says_so():
