@@ -25,7 +25,7 @@ from test_browser import DESKTOP, PHONE, new_context, shot
 browser, site_url = test_browser.browser, test_browser.site_url  # its fixtures, for these tests
 
 ROOT = Path(__file__).resolve().parents[1]
-SETS = ("cpu-intel-xeon", "cpu-amd-epyc")  # the committed sets
+SETS = ("cpu-intel-xeon-family-6-model-167", "cpu-amd-epyc")  # the committed sets
 GUESS = re.compile(r"^<!-- profile-guess: (\S+) ([^>]+?) -->", re.M)
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 

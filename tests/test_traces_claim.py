@@ -13,7 +13,7 @@ from attn.traces.read.trace import read_trace
 from attn.traces.sets.analyze import summarize
 
 COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu-amd-epyc"
-XEON = COMMITTED.parent / "cpu-intel-xeon"
+XEON = COMMITTED.parent / "cpu-intel-xeon-family-6-model-167"
 
 
 def check(name: str, device_type: str, ev: Evidence) -> dict[str, dict]:
