@@ -25,7 +25,7 @@ SECTIONS = {
     "reading-a-profile/": ("What the profiler itself costs", "the forward alone"),
     "naive/": ("Where the copy's time goes", "into memory already touched"),
 }
-MEASURED, NOT_MEASURED = "CPU: Intel Xeon with AMX", "CPU: AMD EPYC with AVX-512 BF16"
+MEASURED, NOT_MEASURED = "CPU: Intel Xeon (family 6, model 167)", "CPU: AMD EPYC with AVX-512 BF16"
 
 
 def shot_path(name: str) -> str:
