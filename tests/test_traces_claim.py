@@ -2,9 +2,9 @@
 fresh tiny runs and on the committed profiles."""
 
 import json
-from pathlib import Path
 
 import pytest
+from committed import PROFILES
 
 from attn import specs
 from attn.traces.claims.claim import Claim, both, evaluate
@@ -12,8 +12,9 @@ from attn.traces.claims.trace_checks import Evidence
 from attn.traces.read.trace import read_trace
 from attn.traces.sets.analyze import summarize
 
-COMMITTED = Path(__file__).resolve().parents[1] / "profiles" / "cpu-amd-epyc"
-XEON = COMMITTED.parent / "cpu-intel-xeon-family-6-model-167"
+# As HEAD holds them: a profile run here rewrites the work tree's set of this CPU model.
+COMMITTED = PROFILES / "cpu-amd-epyc"
+XEON = PROFILES / "cpu-intel-xeon-family-6-model-167"
 
 
 def check(name: str, device_type: str, ev: Evidence) -> dict[str, dict]:
