@@ -240,7 +240,8 @@ def test_the_backward_is_timed_beside_the_forward_for_the_kernels_that_train(
             assert 0 < t["low_us"] <= t["time_us"] <= t["high_us"] and t["repeats"] >= 1, key
         assert r["backward"]["peak_memory_bytes"] > 0
         over = r["backward"]["time_us"] / r["time_us"]
-        assert r["backward"]["over_forward"] == pytest.approx(over, rel=1e-2)
+        # Stored to three decimals: at a tiny shape the ratio can be 0.029, where 1% is less.
+        assert r["backward"]["over_forward"] == pytest.approx(over, rel=1e-2, abs=5e-4)
         assert r["backward"]["over_forward_low"] <= over <= r["backward"]["over_forward_high"]
     for key in benchmark.TRAINING_KEYS:
         ours, theirs = custom[key], flash[key]
