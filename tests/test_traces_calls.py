@@ -349,7 +349,10 @@ def test_a_training_step_has_a_backward_row_per_call(variant):
     """Three steps: three forwards in attn_fwd and their three backwards, linked by autograd's
     sequence numbers; the raw JSON holds as many of the attention's backward nodes."""
     # The first committed CPU set that measured it: a set may say it did not (a variant added since).
-    paths = [s / variant / "trace.json.gz" for s in (CPU_SET, CPU_SET.parent / "cpu-intel-xeon-family-6-model-167")]
+    paths = [
+        s / variant / "trace.json.gz"
+        for s in (CPU_SET, CPU_SET.parent / "cpu-intel-xeon-family-6-model-167")
+    ]
     path = next((p for p in paths if p.is_file()), None)
     if path is None:
         pytest.skip(f"no committed trace of {variant} on this checkout")
