@@ -126,8 +126,8 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def profile_examples(session: nox.Session) -> None:
     """Run every example under the profiler into profiles/<hardware>/, then the timing pass and the
-    sweeps (scaling, decoding, training, the benchmark of the custom kernels against SDPA, and
-    SDPA's dispatch), then build the site."""
+    sweeps (scaling, decoding, training, the benchmark of the custom kernels against SDPA, SDPA's
+    dispatch, and what the profiler itself costs), then build the site."""
     python = install(session)
     fetch_viewer(session, python)
     # Every variant's example (its spec in attn/specs/ names its script and flags), then the sweeps.
