@@ -215,7 +215,12 @@ def test_sigterm_ends_what_the_script_started_too(tmp_path, preloaded):
 @pytest.mark.parametrize("preloaded", MODES)
 def test_ctrl_c_prints_no_traceback_of_the_fork_server(tmp_path, preloaded):
     """Ctrl-C reaches every process of the terminal's group: the server printed a traceback."""
-    caller, grandchild = _started_with_a_grandchild(tmp_path, preloaded, start_new_session=True)
+    # A background job inherits SIGINT ignored, and python then sets no handler (the caller waited
+    # out the 60 s); a terminal's Ctrl-C finds the default one.
+    default = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    caller, grandchild = _started_with_a_grandchild(
+        tmp_path, preloaded, start_new_session=True, preexec_fn=default
+    )
     os.killpg(caller.pid, signal.SIGINT)  # as a terminal's Ctrl-C does
     assert caller.wait(timeout=60) == 0
     said = caller.stderr.read()
