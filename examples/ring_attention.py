@@ -38,6 +38,7 @@ import signal
 import socket
 import sys
 from datetime import timedelta
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import torch
@@ -102,6 +103,7 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+HELD = {signal.SIGINT, signal.SIGTERM}  # what the launcher holds while the ranks start
 RANK_BYTES = 600 * 2**20  # a CPU rank's interpreter, torch and its shard: 0.45 GB seen, and room
 
 
@@ -148,17 +150,26 @@ def start_ranks(args: argparse.Namespace) -> None:
         port = s.getsockname()[1]
     spawn = multiprocessing.get_context("spawn")  # fresh interpreters: nothing forked mid-torch
     ranks = []
-    # Ranks start with Ctrl-C ignored (a disposition a new interpreter keeps): it reaches the
-    # whole terminal's group, and the launcher alone answers it, ending them.
-    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C reaches the terminal's whole group, and the launcher alone answers it (as SIGTERM),
+    # ending the ranks. While they start, both are held: noted, not acted on halfway through a
+    # start, and blocked in this thread, so each rank starts with them blocked (a mask a new
+    # interpreter keeps) and lets them through once it ignores Ctrl-C. multiprocessing's resource
+    # tracker starts first, since starting it unblocks both.
+    came = []
+    before = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in HELD}
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     for rank in range(args.world):
         env = {"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": args.world}
         env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        ranks.append(spawn.Process(target=run_rank, args=(args, env)))
+        ranks.append(spawn.Process(target=started_rank, args=(args, env)))
         ranks[-1].start()
-    signal.signal(signal.SIGINT, interrupt)
-    signal.signal(signal.SIGTERM, _stop)  # as Ctrl-C: the ranks end with the launcher
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     try:
+        signal.signal(signal.SIGINT, before[signal.SIGINT])
+        signal.signal(signal.SIGTERM, _stop)  # as Ctrl-C: the ranks end with the launcher
+        for signum in set(came):  # one that came while they started, answered now
+            signal.raise_signal(signum)
         for process in ranks:
             process.join()
     except KeyboardInterrupt:
@@ -174,6 +185,13 @@ def start_ranks(args: argparse.Namespace) -> None:
 
 def _stop(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+def started_rank(args: argparse.Namespace, env: dict) -> None:
+    """A rank this script's launcher started: Ctrl-C is the launcher's to answer."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)  # held while the launcher started the ranks
+    run_rank(args, env)
 
 
 def run_rank(args: argparse.Namespace, env: dict | None = None) -> None:

@@ -481,9 +481,11 @@ def test_the_launcher_stopped_ends_its_ranks_in_one_line_writing_nothing(tmp_pat
     launcher = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=default, start_new_session=True)  # fmt: skip
     children = Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children")
-    deadline = time.monotonic() + 120  # the ranks and multiprocessing's tracker started
-    while time.monotonic() < deadline and len(children.read_text().split()) < 3:
-        time.sleep(0.05)
+    # Stopped as soon as multiprocessing's tracker and the first rank run, while the next starts
+    # (SIGTERM then killed the launcher alone, and a rank half started printed a traceback).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(children.read_text().split()) < 2:
+        time.sleep(0.01)
     # Ctrl-C reaches the terminal's whole process group; SIGTERM, the launcher alone.
     if stop == "SIGINT":
         os.killpg(launcher.pid, signal.SIGINT)
