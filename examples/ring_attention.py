@@ -150,13 +150,14 @@ def start_ranks(args: argparse.Namespace) -> None:
         port = s.getsockname()[1]
     spawn = multiprocessing.get_context("spawn")  # fresh interpreters: nothing forked mid-torch
     ranks = []
-    # Ctrl-C reaches the terminal's whole group, and the launcher alone answers it (as SIGTERM),
-    # ending the ranks. While they start, both are held: noted, not acted on halfway through a
-    # start, and blocked in this thread, so each rank starts with them blocked (a mask a new
-    # interpreter keeps) and lets them through once it ignores Ctrl-C. multiprocessing's resource
-    # tracker starts first, since starting it unblocks both.
+    # Ctrl-C reaches the terminal's whole group; the launcher alone answers it, as it answers
+    # SIGTERM, by ending the ranks. While they start, both are held: noted, not acted on halfway
+    # through a start, and blocked in this thread, so each rank starts with them blocked (a mask a
+    # new interpreter keeps) and lets them through once it ignores Ctrl-C. multiprocessing's
+    # resource tracker starts first, since starting it unblocks both.
     came = []
-    before = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in HELD}
+    interrupt = signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    signal.signal(signal.SIGTERM, lambda signum, frame: came.append(signum))
     resource_tracker.ensure_running()
     signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     for rank in range(args.world):
@@ -166,7 +167,7 @@ def start_ranks(args: argparse.Namespace) -> None:
         ranks[-1].start()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
     try:
-        signal.signal(signal.SIGINT, before[signal.SIGINT])
+        signal.signal(signal.SIGINT, interrupt)
         signal.signal(signal.SIGTERM, _stop)  # as Ctrl-C: the ranks end with the launcher
         for signum in set(came):  # one that came while they started, answered now
             signal.raise_signal(signum)

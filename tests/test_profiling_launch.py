@@ -184,9 +184,13 @@ def _started_with_a_grandchild(tmp_path, preloaded, **popen) -> tuple[subprocess
     os.mkfifo(fifo)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [str(script), str(fifo), str(tmp_path / "log.txt"), "1" if preloaded else "0"]
+    # As a terminal's job: one started from a shell's background job inherits SIGINT ignored, and
+    # python then sets no handler (Ctrl-C's test waited out its 60 s).
+    default = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
     caller = subprocess.Popen(
-        [sys.executable, "-c", CALLER, *argv], env=env, stderr=subprocess.PIPE, text=True, **popen
-    )
+        [sys.executable, "-c", CALLER, *argv], env=env, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default, **popen,
+    )  # fmt: skip
     with open(fifo) as said:  # opens once the script does: no polling
         return caller, int(said.read())
 
@@ -215,12 +219,7 @@ def test_sigterm_ends_what_the_script_started_too(tmp_path, preloaded):
 @pytest.mark.parametrize("preloaded", MODES)
 def test_ctrl_c_prints_no_traceback_of_the_fork_server(tmp_path, preloaded):
     """Ctrl-C reaches every process of the terminal's group: the server printed a traceback."""
-    # A background job inherits SIGINT ignored, and python then sets no handler (the caller waited
-    # out the 60 s); a terminal's Ctrl-C finds the default one.
-    default = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
-    caller, grandchild = _started_with_a_grandchild(
-        tmp_path, preloaded, start_new_session=True, preexec_fn=default
-    )
+    caller, grandchild = _started_with_a_grandchild(tmp_path, preloaded, start_new_session=True)
     os.killpg(caller.pid, signal.SIGINT)  # as a terminal's Ctrl-C does
     assert caller.wait(timeout=60) == 0
     said = caller.stderr.read()
